@@ -1,0 +1,179 @@
+#include "cli/common.h"
+
+#include <spdlog/sinks/stdout_color_sinks.h>
+#include <spdlog/spdlog.h>
+
+#include <cstdio>
+#include <fstream>
+#include <sstream>
+
+#include "initiator/base/log.h"
+
+namespace iser::cli {
+
+int ExitCodeFor(const Status& status) {
+  switch (status.code()) {
+    case StatusCode::kOk: return exit_code::kOk;
+    case StatusCode::kInvalidArgument: return exit_code::kInvalidArgument;
+    case StatusCode::kLoginFailed: return exit_code::kLogin;
+    case StatusCode::kConnectionFailed: return exit_code::kLogin;
+    case StatusCode::kFatalLogin: return exit_code::kFatalLogin;
+    case StatusCode::kAuthFailed: return exit_code::kAuthFailed;
+    case StatusCode::kTimeout: return exit_code::kTransportTimeout;
+    case StatusCode::kNotFound: return exit_code::kNoObjectsFound;
+    default: return exit_code::kGeneric;
+  }
+}
+
+int Fail(const Status& status) {
+  std::fprintf(stderr, "iser-connect: %s\n", status.ToString().c_str());
+  return ExitCodeFor(status);
+}
+
+void AddGlobalOptions(CLI::App& app, GlobalOptions& g) {
+  app.add_option("-i,--initiator-name", g.initiator_name,
+                 "initiator IQN (default: $ISER_CONNECT_INITIATOR_NAME or one derived from the "
+                 "host)");
+  app.add_flag("-v,--verbose", g.verbose, "log protocol events (same as --log-level debug)");
+  app.add_option("--log-level", g.log_level, "error, warning, info or debug")
+      ->check(CLI::IsMember({"error", "warning", "info", "debug"}));
+  app.add_option("--password-file", g.password_file,
+                 "file holding the CHAP secret (else $LIBISCSI_CHAP_PASSWORD)");
+  app.add_option("--target-password-file", g.target_password_file,
+                 "file holding the mutual CHAP secret (else $LIBISCSI_CHAP_TARGET_PASSWORD)");
+  app.add_option("-I,--transport", g.transport, "tcp or iser (default: from the URL)")
+      ->check(CLI::IsMember({"tcp", "iser"}));
+  app.add_option("--login-timeout", g.login_timeout_s, "seconds to connect and log in");
+}
+
+namespace {
+
+void LibrarySink(LogLevel level, const std::string& message) {
+  switch (level) {
+    case LogLevel::kDebug: spdlog::debug("{}", message); break;
+    case LogLevel::kInfo: spdlog::info("{}", message); break;
+    case LogLevel::kWarning: spdlog::warn("{}", message); break;
+    case LogLevel::kError: spdlog::error("{}", message); break;
+  }
+}
+
+Result<std::string> ReadSecret(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) return Status::InvalidArgument("cannot read secret file " + path);
+  std::string secret;
+  std::getline(in, secret);
+  if (secret.empty()) return Status::InvalidArgument("secret file " + path + " is empty");
+  return secret;
+}
+
+}  // namespace
+
+void SetupLogging(const GlobalOptions& g) {
+  auto logger = spdlog::stderr_color_mt("iser-connect");
+  logger->set_pattern("%^%l%$: %v");
+  spdlog::set_default_logger(logger);
+  std::string level = g.verbose ? "debug" : g.log_level;
+  LogLevel lib = LogLevel::kWarning;
+  if (level == "debug") {
+    spdlog::set_level(spdlog::level::debug);
+    lib = LogLevel::kDebug;
+  } else if (level == "info") {
+    spdlog::set_level(spdlog::level::info);
+    lib = LogLevel::kInfo;
+  } else if (level == "error") {
+    spdlog::set_level(spdlog::level::err);
+    lib = LogLevel::kError;
+  } else {
+    spdlog::set_level(spdlog::level::warn);
+  }
+  SetLogSink(&LibrarySink, lib);
+}
+
+Result<ConnectOptions> MakeConnectOptions(const GlobalOptions& g) {
+  ConnectOptions c;
+  c.initiator_name = g.initiator_name;
+  if (g.transport == "tcp") c.transport = TransportKind::kTcp;
+  if (g.transport == "iser") c.transport = TransportKind::kIser;
+  if (!g.password_file.empty()) {
+    Result<std::string> s = ReadSecret(g.password_file);
+    if (!s.ok()) return s.status();
+    c.password = *s;
+  }
+  if (!g.target_password_file.empty()) {
+    Result<std::string> s = ReadSecret(g.target_password_file);
+    if (!s.ok()) return s.status();
+    c.target_password = *s;
+  }
+  if (g.login_timeout_s <= 0) return Status::InvalidArgument("--login-timeout must be positive");
+  c.login_timeout = std::chrono::milliseconds(static_cast<int64_t>(g.login_timeout_s * 1000));
+  return c;
+}
+
+Result<IscsiUrl> ParseUrlOrPortal(const std::string& text) {
+  if (text.find("://") != std::string::npos) return ParseIscsiUrl(text);
+  Result<Portal> portal = ParsePortal(text);
+  if (!portal.ok()) return portal.status();
+  IscsiUrl url;
+  url.portal = *portal;
+  return url;
+}
+
+std::string HumanBytes(uint64_t bytes) {
+  static const char* const kUnits[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB"};
+  double v = static_cast<double>(bytes);
+  int u = 0;
+  while (v >= 1024 && u < 5) {
+    v /= 1024;
+    ++u;
+  }
+  char buf[32];
+  snprintf(buf, sizeof buf, u == 0 ? "%.0f %s" : "%.1f %s", v, kUnits[u]);
+  return buf;
+}
+
+Result<uint64_t> ParseSize(const std::string& text) {
+  size_t pos = 0;
+  uint64_t n = 0;
+  try {
+    n = std::stoull(text, &pos, 10);
+  } catch (...) {
+    return Status::InvalidArgument("bad size '" + text + "'");
+  }
+  std::string unit = text.substr(pos);
+  for (char& c : unit) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  uint64_t mult = 1;
+  if (unit.empty() || unit == "b") {
+    mult = 1;
+  } else if (unit == "k" || unit == "kib" || unit == "kb") {
+    mult = 1ull << 10;
+  } else if (unit == "m" || unit == "mib" || unit == "mb") {
+    mult = 1ull << 20;
+  } else if (unit == "g" || unit == "gib" || unit == "gb") {
+    mult = 1ull << 30;
+  } else {
+    return Status::InvalidArgument("bad size unit in '" + text + "' (use k, m or g)");
+  }
+  return n * mult;
+}
+
+std::string JsonEscape(const std::string& s) {
+  std::string out;
+  for (char c : s) {
+    switch (c) {
+      case '"': out += "\\\""; break;
+      case '\\': out += "\\\\"; break;
+      case '\n': out += "\\n"; break;
+      default:
+        if (static_cast<unsigned char>(c) < 0x20) {
+          char b[8];
+          snprintf(b, sizeof b, "\\u%04x", c);
+          out += b;
+        } else {
+          out += c;
+        }
+    }
+  }
+  return out;
+}
+
+}  // namespace iser::cli

@@ -1,0 +1,58 @@
+// Shared pieces of the iser-connect subcommands: global options, exit codes (iscsiadm's where
+// the meaning matches), URL-or-portal arguments, secrets from files, human-readable sizes.
+#pragma once
+
+#include <CLI/CLI.hpp>
+
+#include <cstdint>
+#include <string>
+
+#include "discovery/connect.h"
+#include "discovery/url.h"
+#include "initiator/base/status.h"
+
+namespace iser::cli {
+
+// iscsiadm's exit codes (open-iscsi include/iscsi_err.h) for the failures they name.
+namespace exit_code {
+inline constexpr int kOk = 0;
+inline constexpr int kGeneric = 1;
+inline constexpr int kLogin = 5;
+inline constexpr int kInvalidArgument = 7;
+inline constexpr int kTransportTimeout = 8;
+inline constexpr int kFatalLogin = 19;
+inline constexpr int kNoObjectsFound = 21;
+inline constexpr int kAuthFailed = 24;
+inline constexpr int kVerifyFailed = 30;  // ours: bench --verify found bad data
+}  // namespace exit_code
+
+int ExitCodeFor(const Status& status);
+
+struct GlobalOptions {
+  std::string initiator_name;
+  bool verbose = false;
+  std::string log_level = "warning";
+  std::string password_file;         // CHAP secret (initiator to target)
+  std::string target_password_file;  // mutual CHAP secret
+  std::string transport;             // "", "tcp" or "iser"
+  double login_timeout_s = 15;
+};
+
+void AddGlobalOptions(CLI::App& app, GlobalOptions& g);
+// Applies --log-level/--verbose to spdlog and the library's log sink.
+void SetupLogging(const GlobalOptions& g);
+// ConnectOptions from the global options (reads the password files).
+Result<ConnectOptions> MakeConnectOptions(const GlobalOptions& g);
+
+// Accepts a URL (iscsi://, iser://) or a bare portal "HOST[:PORT]".
+Result<IscsiUrl> ParseUrlOrPortal(const std::string& text);
+
+std::string HumanBytes(uint64_t bytes);  // "64.0 MiB"
+// Parses "4k", "512K", "1M", "1MiB", "4096".
+Result<uint64_t> ParseSize(const std::string& text);
+std::string JsonEscape(const std::string& s);
+
+// Prints "iser-connect: <message>" to stderr and returns the exit code for it.
+int Fail(const Status& status);
+
+}  // namespace iser::cli

@@ -1,0 +1,169 @@
+// iser-connect ls: targets, their LUNs and what each LUN is (like iscsi-ls -s, with more).
+#include <cstdio>
+
+#include "cli/commands.h"
+#include "initiator/block/lun_info.h"
+
+namespace iser::cli {
+
+namespace {
+
+struct TargetListing {
+  std::string name;
+  TargetPortal portal;
+  Status status;  // login or REPORT LUNS failure
+  std::vector<LunInfo> luns;
+};
+
+std::string Provisioning(const LunInfo& l) {
+  if (!l.thin) return "full";
+  std::string s = "thin";
+  if (l.unmapped_reads_zero) s += " (LBPRZ)";
+  return s;
+}
+
+void PrintText(const std::vector<TargetListing>& listing) {
+  for (const TargetListing& t : listing) {
+    std::printf("Target: %s (%s,%u)\n", t.name.c_str(), t.portal.portal.ToString().c_str(),
+                t.portal.tpgt);
+    if (!t.status.ok()) {
+      std::printf("  error: %s\n", t.status.ToString().c_str());
+      continue;
+    }
+    for (const LunInfo& l : t.luns) {
+      std::printf("  LUN %llu: %s  %s %s %s\n", static_cast<unsigned long long>(l.lun),
+                  l.device_type_name.c_str(), l.vendor.c_str(), l.product.c_str(),
+                  l.revision.c_str());
+      if (!l.is_disk) continue;
+      std::printf("    size %s (%llu bytes), blocks %u logical / %u physical, max transfer %s\n",
+                  HumanBytes(l.size_bytes).c_str(), static_cast<unsigned long long>(l.size_bytes),
+                  l.logical_block_size, l.physical_block_size,
+                  HumanBytes(l.max_transfer_bytes).c_str());
+      std::printf("    provisioning %s, UNMAP %s, write cache %s, FUA %s, %s%s\n",
+                  Provisioning(l).c_str(), l.unmap ? "yes" : "no", l.write_cache ? "on" : "off",
+                  l.fua ? "yes" : "no", l.read_only ? "read-only" : "read-write",
+                  l.rotational ? ", rotational" : "");
+      if (!l.serial.empty() || !l.identifier.empty()) {
+        std::printf("    serial %s, id %s\n", l.serial.c_str(), l.identifier.c_str());
+      }
+    }
+  }
+}
+
+void PrintJson(const std::vector<TargetListing>& listing) {
+  std::printf("[");
+  for (size_t i = 0; i < listing.size(); ++i) {
+    const TargetListing& t = listing[i];
+    std::printf("%s{\"target\":\"%s\",\"address\":\"%s\",\"port\":%u,\"tpgt\":%u", i ? "," : "",
+                JsonEscape(t.name).c_str(), JsonEscape(t.portal.portal.host).c_str(),
+                t.portal.portal.port, t.portal.tpgt);
+    if (!t.status.ok()) {
+      std::printf(",\"error\":\"%s\"}", JsonEscape(t.status.ToString()).c_str());
+      continue;
+    }
+    std::printf(",\"luns\":[");
+    for (size_t j = 0; j < t.luns.size(); ++j) {
+      const LunInfo& l = t.luns[j];
+      std::printf("%s{\"lun\":%llu,\"type\":\"%s\",\"vendor\":\"%s\",\"product\":\"%s\","
+                  "\"revision\":\"%s\",\"serial\":\"%s\",\"id\":\"%s\"",
+                  j ? "," : "", static_cast<unsigned long long>(l.lun), l.device_type_name.c_str(),
+                  JsonEscape(l.vendor).c_str(), JsonEscape(l.product).c_str(),
+                  JsonEscape(l.revision).c_str(), JsonEscape(l.serial).c_str(),
+                  JsonEscape(l.identifier).c_str());
+      if (l.is_disk) {
+        std::printf(",\"size\":%llu,\"logical_block_size\":%u,\"physical_block_size\":%u,"
+                    "\"max_transfer\":%u,\"thin\":%s,\"lbprz\":%s,\"unmap\":%s,"
+                    "\"write_cache\":%s,\"fua\":%s,\"read_only\":%s,\"rotational\":%s",
+                    static_cast<unsigned long long>(l.size_bytes), l.logical_block_size,
+                    l.physical_block_size, l.max_transfer_bytes, l.thin ? "true" : "false",
+                    l.unmapped_reads_zero ? "true" : "false", l.unmap ? "true" : "false",
+                    l.write_cache ? "true" : "false", l.fua ? "true" : "false",
+                    l.read_only ? "true" : "false", l.rotational ? "true" : "false");
+      }
+      std::printf("}");
+    }
+    std::printf("]}");
+  }
+  std::printf("]\n");
+}
+
+TargetListing ListTarget(const IscsiUrl& base, const ConnectOptions& c, const std::string& name,
+                         const TargetPortal& portal) {
+  TargetListing t{name, portal, Status::OK(), {}};
+  IscsiUrl url = base;
+  url.target = name;
+  url.portal = portal.portal;
+  Result<std::shared_ptr<Session>> session = OpenSession(url, c);
+  if (!session.ok()) {
+    t.status = session.status();
+    return t;
+  }
+  std::vector<uint64_t> luns;
+  if (base.lun) {
+    luns.push_back(*base.lun);
+  } else {
+    Result<std::vector<uint64_t>> reported = ReportLuns(**session);
+    if (!reported.ok()) {
+      t.status = reported.status();
+      return t;
+    }
+    luns = *reported;
+  }
+  for (uint64_t lun : luns) {
+    Result<LunInfo> info = ProbeLun(**session, lun);
+    if (!info.ok()) {
+      t.status = info.status();
+      return t;
+    }
+    t.luns.push_back(*info);
+  }
+  Status st = (*session)->Close();
+  if (!st.ok()) t.status = st;
+  return t;
+}
+
+}  // namespace
+
+void AddLsCommand(CLI::App& app, GlobalOptions& g) {
+  struct Args {
+    std::string where;
+    bool json = false;
+  };
+  auto args = std::make_shared<Args>();
+  CLI::App* cmd = app.add_subcommand("ls", "list targets and LUNs with their properties");
+  AddGlobalOptions(*cmd, g);
+  cmd->add_option("url", args->where, "iscsi:// or iser:// URL, or a portal HOST[:PORT]")
+      ->required();
+  cmd->add_flag("--json", args->json, "print JSON");
+  cmd->callback([args, &g] {
+    SetupLogging(g);
+    Result<IscsiUrl> url = ParseUrlOrPortal(args->where);
+    if (!url.ok()) throw CLI::RuntimeError(Fail(url.status()));
+    Result<ConnectOptions> c = MakeConnectOptions(g);
+    if (!c.ok()) throw CLI::RuntimeError(Fail(c.status()));
+    std::vector<TargetListing> listing;
+    if (!url->target.empty()) {
+      listing.push_back(ListTarget(*url, *c, url->target, TargetPortal{url->portal, 1}));
+    } else {
+      Result<std::vector<DiscoveredTarget>> targets = Discover(*url, *c);
+      if (!targets.ok()) throw CLI::RuntimeError(Fail(targets.status()));
+      for (const DiscoveredTarget& t : *targets) {
+        listing.push_back(ListTarget(*url, *c, t.name, t.portals.front()));
+      }
+      if (targets->empty()) {
+        throw CLI::RuntimeError(
+            Fail(Status::NotFound("no targets found at " + url->portal.ToString())));
+      }
+    }
+    if (args->json) {
+      PrintJson(listing);
+    } else {
+      PrintText(listing);
+    }
+    for (const TargetListing& t : listing) {
+      if (!t.status.ok()) throw CLI::RuntimeError(ExitCodeFor(t.status));
+    }
+  });
+}
+
+}  // namespace iser::cli

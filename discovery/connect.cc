@@ -1,0 +1,110 @@
+#include "discovery/connect.h"
+
+#include <unistd.h>
+
+#include <cstdlib>
+#include <fstream>
+
+#include "initiator/pdu/digest.h"
+
+namespace iser {
+
+namespace {
+
+std::string Env(const char* name) {
+  const char* v = std::getenv(name);
+  return v ? v : "";
+}
+
+}  // namespace
+
+std::string DefaultInitiatorName() {
+  if (std::string name = Env("ISER_CONNECT_INITIATOR_NAME"); !name.empty()) return name;
+  char host[256] = "localhost";
+  gethostname(host, sizeof host - 1);
+  std::string id;
+  std::ifstream machine_id("/etc/machine-id");
+  std::getline(machine_id, id);
+  if (id.empty()) id = host;
+  char suffix[16];
+  snprintf(suffix, sizeof suffix, "%08x", Crc32c(id.data(), id.size()));
+  std::string clean;
+  for (char c : std::string(host)) {
+    clean += (std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '.')
+                 ? static_cast<char>(std::tolower(static_cast<unsigned char>(c)))
+                 : '-';
+  }
+  return "iqn.2026-11.io.iser-connect:" + clean + "-" + suffix;
+}
+
+Status ResolveCredentials(IscsiUrl* url, const ConnectOptions& options) {
+  if (url->user.empty()) url->user = Env("LIBISCSI_CHAP_USERNAME");
+  if (options.password) {
+    url->password = *options.password;
+  } else if (url->password.empty()) {
+    url->password = Env("LIBISCSI_CHAP_PASSWORD");
+  }
+  if (url->target_user.empty()) url->target_user = Env("LIBISCSI_CHAP_TARGET_USERNAME");
+  if (options.target_password) {
+    url->target_password = *options.target_password;
+  } else if (url->target_password.empty()) {
+    url->target_password = Env("LIBISCSI_CHAP_TARGET_PASSWORD");
+  }
+  if (!url->user.empty() && url->password.empty()) {
+    return Status::InvalidArgument("CHAP user '" + url->user +
+                                   "' has no password: set LIBISCSI_CHAP_PASSWORD or give a "
+                                   "password file");
+  }
+  if (!url->target_user.empty() && url->target_password.empty()) {
+    return Status::InvalidArgument("mutual CHAP user '" + url->target_user +
+                                   "' has no password: set LIBISCSI_CHAP_TARGET_PASSWORD or give "
+                                   "a password file");
+  }
+  if (!url->target_user.empty() && url->user.empty()) {
+    return Status::InvalidArgument("mutual CHAP needs the initiator's CHAP user and password too");
+  }
+  return Status::OK();
+}
+
+Result<SessionOptions> SessionOptionsFor(const IscsiUrl& url, const ConnectOptions& options) {
+  SessionOptions s;
+  s.portal = url.portal;
+  s.target_name = url.target;
+  s.transport = options.transport.value_or(url.transport);
+  s.initiator_name = options.initiator_name.empty() ? DefaultInitiatorName()
+                                                    : options.initiator_name;
+  s.chap.user = url.user;
+  s.chap.secret = url.password;
+  s.chap.target_user = url.target_user;
+  s.chap.target_secret = url.target_password;
+  if (!url.auth.empty()) s.chap.algorithms = url.auth;
+  if (url.header_digest) s.offer.header_digest = *url.header_digest;
+  if (url.data_digest) s.offer.data_digest = *url.data_digest;
+  if (s.transport == TransportKind::kIser) {
+    // The key set iSER targets expect (iser-protocol.md §3.3): data moves by RDMA, so R2T and
+    // burst sizes only bound what the target reads per request.
+    s.offer.rdma_extensions = true;
+    s.offer.initial_r2t = true;
+    s.offer.first_burst_length = 65536;
+    s.offer.max_burst_length = 262144;
+  }
+  s.login_timeout = options.login_timeout;
+  s.nop_interval = options.nop_interval;
+  s.nop_timeout = options.nop_timeout;
+  return s;
+}
+
+Result<std::shared_ptr<Session>> OpenSession(IscsiUrl url, const ConnectOptions& options) {
+  if (url.target.empty()) {
+    return Status::InvalidArgument("the URL " + url.Redacted() +
+                                   " names no target: use iscsi://HOST[:PORT]/TARGET-IQN[/LUN]");
+  }
+  ISER_RETURN_IF_ERROR(ResolveCredentials(&url, options));
+  Result<SessionOptions> so = SessionOptionsFor(url, options);
+  if (!so.ok()) return so.status();
+  Result<std::unique_ptr<Session>> s = Session::Open(*so);
+  if (!s.ok()) return s.status();
+  return std::shared_ptr<Session>(std::move(*s));
+}
+
+}  // namespace iser

@@ -1,0 +1,47 @@
+// From a URL to a logged-in session: the one place that turns what the user typed (an
+// iscsi:// or iser:// URL, options, environment) into SessionOptions, resolves secrets, and
+// opens the session. The CLI and both frontends use it, so they behave the same.
+//
+// Secrets: a URL may carry user%password@ and target_user/target_password arguments, but a
+// password on a command line leaks into ps and logs, so when the URL names a user without a
+// password the password comes from the environment (libiscsi's names: LIBISCSI_CHAP_PASSWORD,
+// LIBISCSI_CHAP_TARGET_PASSWORD) or from ConnectOptions (the CLI reads it from a file, nbdkit from
+// nbdkit_read_password). LIBISCSI_CHAP_USERNAME / LIBISCSI_CHAP_TARGET_USERNAME supply users the
+// URL leaves out.
+#pragma once
+
+#include <chrono>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "discovery/url.h"
+#include "initiator/base/status.h"
+#include "initiator/session/session.h"
+
+namespace iser {
+
+struct ConnectOptions {
+  std::string initiator_name;  // empty: DefaultInitiatorName()
+  std::optional<TransportKind> transport;  // overrides the URL's scheme
+  std::optional<std::string> password;         // overrides URL and environment
+  std::optional<std::string> target_password;
+  std::chrono::milliseconds login_timeout{15000};
+  std::chrono::milliseconds nop_interval{5000};
+  std::chrono::milliseconds nop_timeout{5000};
+};
+
+// $ISER_CONNECT_INITIATOR_NAME, else a stable name from the host:
+// "iqn.2026-11.io.iser-connect:<hostname>-<8 hex digits of /etc/machine-id>".
+std::string DefaultInitiatorName();
+
+// Fills user/password fields the URL leaves empty from options and the environment.
+Status ResolveCredentials(IscsiUrl* url, const ConnectOptions& options);
+
+// The session options for a normal session to the URL's target (which must be set).
+Result<SessionOptions> SessionOptionsFor(const IscsiUrl& url, const ConnectOptions& options);
+
+// ResolveCredentials + SessionOptionsFor + Session::Open.
+Result<std::shared_ptr<Session>> OpenSession(IscsiUrl url, const ConnectOptions& options);
+
+}  // namespace iser

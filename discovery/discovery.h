@@ -1,0 +1,19 @@
+// A Discovery session (RFC 7143 §4.3, appendix C): log in with SessionType=Discovery, send
+// SendTargets=All in a Text Request, follow Text Response continuation (F=0 with a TTT, and the
+// C bit for pairs split across PDUs; tgt splits without C, so the data of all PDUs is joined
+// before parsing), then log out. Runs on the caller's thread, bounded by the login timeout.
+#pragma once
+
+#include <vector>
+
+#include "discovery/sendtargets.h"
+#include "discovery/url.h"
+#include "initiator/base/status.h"
+#include "initiator/session/session.h"
+
+namespace iser {
+
+// options.portal is the portal to ask; options.target_name is ignored.
+Result<std::vector<DiscoveredTarget>> DiscoverTargets(const SessionOptions& options);
+
+}  // namespace iser

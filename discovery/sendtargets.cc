@@ -1,0 +1,45 @@
+#include "discovery/sendtargets.h"
+
+#include <cctype>
+
+namespace iser {
+
+Result<std::vector<DiscoveredTarget>> ParseSendTargets(const TextPairs& pairs,
+                                                       const Portal& asked) {
+  std::vector<DiscoveredTarget> targets;
+  for (const TextPair& p : pairs) {
+    if (p.key == "TargetName") {
+      if (p.value.empty()) return Status::ProtocolError("SendTargets: empty TargetName");
+      targets.push_back({p.value, {}});
+    } else if (p.key == "TargetAddress") {
+      if (targets.empty()) {
+        return Status::ProtocolError("SendTargets: TargetAddress '" + p.value.substr(0, 64) +
+                                     "' before any TargetName");
+      }
+      const size_t comma = p.value.rfind(',');
+      const size_t bracket = p.value.rfind(']');
+      if (comma == std::string::npos || (bracket != std::string::npos && comma < bracket)) {
+        return Status::ProtocolError("SendTargets: TargetAddress '" + p.value.substr(0, 64) +
+                                     "' has no portal group tag");
+      }
+      const std::string tag = p.value.substr(comma + 1);
+      if (tag.empty() || tag.size() > 5 ||
+          tag.find_first_not_of("0123456789") != std::string::npos || std::stoul(tag) > 65535) {
+        return Status::ProtocolError("SendTargets: bad portal group tag in '" +
+                                     p.value.substr(0, 64) + "'");
+      }
+      Result<Portal> portal = ParsePortal(p.value.substr(0, comma));
+      if (!portal.ok()) {
+        return Status::ProtocolError("SendTargets: bad TargetAddress '" + p.value.substr(0, 64) +
+                                     "': " + portal.status().message());
+      }
+      targets.back().portals.push_back({*portal, static_cast<uint16_t>(std::stoul(tag))});
+    }
+  }
+  for (DiscoveredTarget& t : targets) {
+    if (t.portals.empty()) t.portals.push_back({asked, 1});
+  }
+  return targets;
+}
+
+}  // namespace iser

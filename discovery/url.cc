@@ -1,0 +1,273 @@
+#include "discovery/url.h"
+
+#include <arpa/inet.h>
+
+#include <algorithm>
+#include <cctype>
+#include <cstdlib>
+
+namespace iser {
+
+namespace {
+
+int HexValue(char c) {
+  if (c >= '0' && c <= '9') return c - '0';
+  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+  return -1;
+}
+
+Result<std::string> PercentDecode(std::string_view s, const char* what) {
+  std::string out;
+  for (size_t i = 0; i < s.size(); ++i) {
+    if (s[i] != '%') {
+      out += s[i];
+      continue;
+    }
+    if (i + 2 >= s.size()) {
+      return Status::InvalidArgument(std::string("truncated percent-escape in the ") + what);
+    }
+    const int hi = HexValue(s[i + 1]);
+    const int lo = HexValue(s[i + 2]);
+    if (hi < 0 || lo < 0) {
+      return Status::InvalidArgument(std::string("bad percent-escape in the ") + what);
+    }
+    out += static_cast<char>(hi << 4 | lo);
+    i += 2;
+  }
+  return out;
+}
+
+Result<uint16_t> ParsePort(std::string_view s, std::string_view whole) {
+  if (s.empty() || s.size() > 5) {
+    return Status::InvalidArgument("bad port '" + std::string(s) + "' in '" + std::string(whole) +
+                                   "'");
+  }
+  uint32_t v = 0;
+  for (char c : s) {
+    if (!std::isdigit(static_cast<unsigned char>(c))) {
+      return Status::InvalidArgument("bad port '" + std::string(s) + "' in '" + std::string(whole) +
+                                     "'");
+    }
+    v = v * 10 + static_cast<uint32_t>(c - '0');
+  }
+  if (v == 0 || v > 65535) {
+    return Status::InvalidArgument("port " + std::string(s) + " out of range in '" +
+                                   std::string(whole) + "'");
+  }
+  return static_cast<uint16_t>(v);
+}
+
+bool ValidHostName(std::string_view h) {
+  if (h.empty() || h.size() > 253) return false;
+  for (char c : h) {
+    if (!(std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '.' || c == '_')) {
+      return false;
+    }
+  }
+  return true;
+}
+
+// inet_pton stops at a NUL, so check the characters first: an address must be all of itself.
+bool ValidIpv6(const std::string& h) {
+  if (h.empty() || h.find_first_not_of("0123456789abcdefABCDEF:.") != std::string::npos) {
+    return false;
+  }
+  in6_addr a6;
+  return inet_pton(AF_INET6, h.c_str(), &a6) == 1;
+}
+
+Result<std::vector<DigestType>> ParseDigestArg(std::string_view v, const char* name) {
+  if (v == "none") return std::vector<DigestType>{DigestType::kNone};
+  if (v == "crc32c") return std::vector<DigestType>{DigestType::kCrc32c};
+  if (v == "crc32c-none") return std::vector<DigestType>{DigestType::kCrc32c, DigestType::kNone};
+  if (v == "none-crc32c") return std::vector<DigestType>{DigestType::kNone, DigestType::kCrc32c};
+  return Status::InvalidArgument(std::string("bad ") + name + " '" + std::string(v) +
+                                 "' (use none, crc32c, crc32c-none or none-crc32c)");
+}
+
+// Error messages quote the URL, and they end up in logs: the password must not.
+std::string WithoutPassword(std::string_view text) {
+  std::string out(text);
+  const size_t start = out.find("://");
+  if (start == std::string::npos) return out;
+  const size_t end = std::min(out.find('?', start), out.size());
+  const size_t at = out.rfind('@', end);
+  const size_t pct = out.find('%', start + 3);
+  if (at != std::string::npos && at > start && pct < at) out.replace(pct + 1, at - pct - 1, "***");
+  // The replacement above moved the query: look for it again.
+  const size_t arg = out.find("target_password=", std::min(out.find('?', start), out.size()));
+  if (arg != std::string::npos) {
+    const size_t value = arg + 16;
+    out.replace(value, std::min(out.find('&', value), out.size()) - value, "***");
+  }
+  return out;
+}
+
+}  // namespace
+
+std::string Portal::ToString() const {
+  if (host.find(':') != std::string::npos) return "[" + host + "]:" + std::to_string(port);
+  return host + ":" + std::to_string(port);
+}
+
+Result<Portal> ParsePortal(std::string_view text) {
+  Portal p;
+  if (text.empty()) return Status::InvalidArgument("empty portal");
+  if (text.front() == '[') {
+    const size_t close = text.find(']');
+    if (close == std::string_view::npos) {
+      return Status::InvalidArgument("unclosed '[' in portal '" + std::string(text) + "'");
+    }
+    p.host = std::string(text.substr(1, close - 1));
+    if (!ValidIpv6(p.host)) {
+      return Status::InvalidArgument("bad IPv6 address '" + p.host + "'");
+    }
+    std::string_view rest = text.substr(close + 1);
+    if (!rest.empty()) {
+      if (rest.front() != ':') {
+        return Status::InvalidArgument("unexpected '" + std::string(rest) + "' after ']' in '" +
+                                       std::string(text) + "'");
+      }
+      Result<uint16_t> port = ParsePort(rest.substr(1), text);
+      if (!port.ok()) return port.status();
+      p.port = *port;
+    }
+    return p;
+  }
+  const size_t first = text.find(':');
+  if (first != std::string_view::npos && text.find(':', first + 1) != std::string_view::npos) {
+    // Several colons and no brackets: a bare IPv6 address without a port.
+    p.host = std::string(text);
+    if (!ValidIpv6(p.host)) {
+      return Status::InvalidArgument("bad portal '" + std::string(text) +
+                                     "' (write IPv6 addresses as [addr]:port)");
+    }
+    return p;
+  }
+  p.host = std::string(text.substr(0, first));
+  if (!ValidHostName(p.host)) {
+    return Status::InvalidArgument("bad host '" + p.host + "' in portal '" + std::string(text) +
+                                   "'");
+  }
+  if (first != std::string_view::npos) {
+    Result<uint16_t> port = ParsePort(text.substr(first + 1), text);
+    if (!port.ok()) return port.status();
+    p.port = *port;
+  }
+  return p;
+}
+
+std::string IscsiUrl::Redacted() const {
+  std::string s = transport == TransportKind::kIser ? "iser://" : "iscsi://";
+  if (!user.empty()) s += user + (password.empty() ? "" : "%***") + "@";
+  s += portal.ToString();
+  if (!target.empty()) s += "/" + target;
+  if (lun) s += "/" + std::to_string(*lun);
+  return s;
+}
+
+Result<IscsiUrl> ParseIscsiUrl(std::string_view text) {
+  IscsiUrl url;
+  const std::string whole = WithoutPassword(text);
+  auto bad = [&](const std::string& what) {
+    return Status::InvalidArgument("bad URL '" + whole + "': " + what);
+  };
+  if (text.rfind("iscsi://", 0) == 0) {
+    text.remove_prefix(8);
+  } else if (text.rfind("iser://", 0) == 0) {
+    url.transport = TransportKind::kIser;
+    text.remove_prefix(7);
+  } else {
+    return bad("it must start with iscsi:// or iser://");
+  }
+  std::string_view query;
+  if (const size_t q = text.find('?'); q != std::string_view::npos) {
+    query = text.substr(q + 1);
+    text = text.substr(0, q);
+  }
+  if (const size_t at = text.rfind('@'); at != std::string_view::npos) {
+    std::string_view userinfo = text.substr(0, at);
+    text.remove_prefix(at + 1);
+    const size_t pct = userinfo.find('%');
+    // libiscsi's form is user%password; a %XX escape inside the user name is not possible there.
+    Result<std::string> user = PercentDecode(userinfo.substr(0, pct), "user name");
+    if (!user.ok()) return bad(user.status().message());
+    url.user = *user;
+    if (pct != std::string_view::npos) {
+      Result<std::string> password = PercentDecode(userinfo.substr(pct + 1), "password");
+      if (!password.ok()) return bad(password.status().message());
+      url.password = *password;
+    }
+    if (url.user.empty()) return bad("empty user name before '@'");
+  }
+  const size_t slash = text.find('/');
+  Result<Portal> portal = ParsePortal(text.substr(0, slash));
+  if (!portal.ok()) return bad(portal.status().message());
+  url.portal = *portal;
+  if (slash != std::string_view::npos) {
+    std::string_view path = text.substr(slash + 1);
+    const size_t slash2 = path.find('/');
+    Result<std::string> target = PercentDecode(path.substr(0, slash2), "target name");
+    if (!target.ok()) return bad(target.status().message());
+    url.target = *target;
+    if (slash2 != std::string_view::npos) {
+      std::string_view lun = path.substr(slash2 + 1);
+      if (!lun.empty()) {
+        if (lun.size() > 20 || lun.find_first_not_of("0123456789") != std::string_view::npos) {
+          return bad("LUN '" + std::string(lun) + "' is not a number");
+        }
+        const unsigned long long v = std::strtoull(std::string(lun).c_str(), nullptr, 10);
+        if (v > 0xffffffffffffULL) return bad("LUN " + std::string(lun) + " is too large");
+        url.lun = v;
+      }
+    }
+    if (url.target.empty() && url.lun) return bad("a LUN without a target name");
+  }
+  std::vector<std::string> seen;
+  while (!query.empty()) {
+    const size_t amp = query.find('&');
+    const std::string_view arg = query.substr(0, amp);
+    query = amp == std::string_view::npos ? std::string_view() : query.substr(amp + 1);
+    if (arg.empty()) continue;
+    const size_t eq = arg.find('=');
+    const std::string name(arg.substr(0, eq));
+    if (std::find(seen.begin(), seen.end(), name) != seen.end()) {
+      return bad("argument '" + name + "' given twice");
+    }
+    seen.push_back(name);
+    Result<std::string> value = PercentDecode(
+        eq == std::string_view::npos ? std::string_view() : arg.substr(eq + 1), "argument");
+    if (!value.ok()) return bad(value.status().message());
+    if (name == "iser") {
+      if (eq != std::string_view::npos) return bad("'iser' takes no value");
+      url.transport = TransportKind::kIser;
+    } else if (eq == std::string_view::npos) {
+      return bad("argument '" + name + "' needs a value (" + name + "=...)");
+    } else if (name == "target_user") {
+      url.target_user = *value;
+    } else if (name == "target_password") {
+      url.target_password = *value;
+    } else if (name == "header_digest" || name == "data_digest") {
+      Result<std::vector<DigestType>> d = ParseDigestArg(*value, name.c_str());
+      if (!d.ok()) return bad(d.status().message());
+      (name == "header_digest" ? url.header_digest : url.data_digest) = *d;
+    } else if (name == "auth") {
+      std::string_view list = *value;
+      while (true) {
+        const size_t comma = list.find(',');
+        Result<ChapAlgorithm> a = ParseChapAlgorithmName(list.substr(0, comma));
+        if (!a.ok()) return bad(a.status().message());
+        url.auth.push_back(*a);
+        if (comma == std::string_view::npos) break;
+        list.remove_prefix(comma + 1);
+      }
+    } else {
+      return bad("unknown argument '" + name +
+                 "' (known: target_user, target_password, header_digest, data_digest, auth, iser)");
+    }
+  }
+  return url;
+}
+
+}  // namespace iser

@@ -1,0 +1,57 @@
+// iSCSI URLs and portals, as libiscsi and QEMU write them:
+//   iscsi://[<user>[%<password>]@]<host>[:<port>][/<target-iqn>[/<lun>]][?arg[&arg]...]
+//   iser://...      (same; selects the iSER transport, as does the argument "iser")
+// host is a name, an IPv4 address or an IPv6 address in brackets; port defaults to 3260.
+// Arguments: target_user, target_password (mutual CHAP), header_digest=crc32c|none|crc32c-none|
+// none-crc32c, data_digest=(same), auth=md5|sha1|sha-256|sha3-256 (comma list allowed), iser
+// (no value). Unknown arguments, duplicate arguments, a bad port, a LUN that is not a number and
+// percent-escapes that are malformed are InvalidArgument errors naming the offending part.
+// User, password and target name are percent-decoded.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "initiator/base/status.h"
+#include "initiator/login/chap.h"
+#include "initiator/login/negotiation.h"
+
+namespace iser {
+
+enum class TransportKind { kTcp, kIser };
+
+inline constexpr uint16_t kDefaultIscsiPort = 3260;
+
+struct Portal {
+  std::string host;  // without brackets, even for IPv6
+  uint16_t port = kDefaultIscsiPort;
+  std::string ToString() const;  // "host:port" or "[v6]:port"
+  bool operator==(const Portal&) const = default;
+};
+
+// "host", "host:port", "[v6]", "[v6]:port". Also accepts a bare IPv6 address without port.
+Result<Portal> ParsePortal(std::string_view text);
+
+struct IscsiUrl {
+  TransportKind transport = TransportKind::kTcp;
+  Portal portal;
+  std::string target;        // empty: portal only
+  std::optional<uint64_t> lun;
+  std::string user;          // CHAP: initiator authenticates to the target
+  std::string password;
+  std::string target_user;   // mutual CHAP: target authenticates to us
+  std::string target_password;
+  std::optional<std::vector<DigestType>> header_digest;  // preference order
+  std::optional<std::vector<DigestType>> data_digest;
+  std::vector<ChapAlgorithm> auth;  // empty: our default order
+
+  // The URL with passwords replaced by "***", for logs and messages.
+  std::string Redacted() const;
+};
+
+Result<IscsiUrl> ParseIscsiUrl(std::string_view text);
+
+}  // namespace iser

@@ -1,0 +1,55 @@
+#include "frontends/fuse/lun_files.h"
+
+#include "initiator/base/log.h"
+#include "initiator/block/lun_info.h"
+
+namespace iser::fuse {
+
+std::string LunFileName(uint64_t lun) {
+  return "lun" + std::to_string(lun);
+}
+
+namespace {
+
+Status OpenOne(const std::shared_ptr<Session>& session, uint64_t lun, std::vector<LunFile>* files) {
+  Result<std::unique_ptr<BlockDevice>> dev = BlockDevice::Open(session, lun);
+  if (!dev.ok()) return dev.status();
+  const LunInfo& i = (*dev)->info();
+  if (LogEnabled(LogLevel::kDebug)) {
+    Log(LogLevel::kDebug,
+        LunFileName(lun) + ": " + std::to_string(i.size_bytes) + " bytes, block " +
+            std::to_string(i.logical_block_size) + "/" + std::to_string(i.physical_block_size) +
+            ", max transfer " + std::to_string(i.max_transfer_bytes) +
+            (i.read_only ? ", read-only" : "") + (i.write_cache ? ", write cache" : "") +
+            (i.fua ? ", FUA" : "") + (i.thin ? ", thin" : "") + (i.unmap ? ", UNMAP" : "") +
+            (i.write_same_unmap ? ", WRITE SAME UNMAP" : "") +
+            (i.unmapped_reads_zero ? ", LBPRZ" : ""));
+  }
+  files->push_back(LunFile{LunFileName(lun), std::move(dev.value())});
+  return Status::OK();
+}
+
+}  // namespace
+
+Result<std::vector<LunFile>> OpenLunFiles(const std::shared_ptr<Session>& session,
+                                          std::optional<uint64_t> lun) {
+  std::vector<LunFile> files;
+  if (lun) {
+    ISER_RETURN_IF_ERROR(OpenOne(session, *lun, &files));
+    return files;
+  }
+  Result<std::vector<uint64_t>> luns = ReportLuns(*session);
+  if (!luns.ok()) return luns.status();
+  for (uint64_t n : *luns) {
+    // Probe first: a target's controller and other non-disk LUNs are skipped, not errors.
+    Result<LunInfo> info = ProbeLun(*session, n);
+    if (!info.ok()) return info.status();
+    if (info->is_disk) ISER_RETURN_IF_ERROR(OpenOne(session, n, &files));
+  }
+  if (files.empty()) {
+    return Status::NotFound("target " + session->target_name() + " has no disk LUN");
+  }
+  return files;
+}
+
+}  // namespace iser::fuse

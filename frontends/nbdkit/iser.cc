@@ -1,0 +1,554 @@
+// nbdkit-iser-plugin: serves the LUNs of an iSCSI (or iSER) target as NBD exports.
+//
+//   nbdkit iser iscsi://HOST[:PORT]/TARGET-IQN[/LUN] [initiator=IQN] [user=U password=-] ...
+//
+// One callback per NBD operation, each a thin mapping onto BlockDevice (the SCSI mapping table is
+// in docs/ecosystem.md). Life cycle:
+//   config / config_complete  parse and check the parameters; nothing touches the network.
+//   get_ready                 log in, list the LUNs, pick the default export, log out again: a bad
+//                             URL, an unreachable portal or a wrong password stops nbdkit here,
+//                             before it forks into the background.
+//   after_fork                log in for good: the session's I/O thread must be started in the
+//                             process that serves (threads do not survive nbdkit's fork).
+//   cleanup                   log out once every connection has closed.
+// Every NBD connection shares that one session and one BlockDevice per LUN, so requests from all
+// connections are in flight together and SYNCHRONIZE CACHE from any of them covers all writes
+// (hence can_multi_conn).
+
+#define NBDKIT_API_VERSION 2
+// Requests run in parallel on nbdkit's threads; BlockDevice is safe to call from all of them.
+#define THREAD_MODEL NBDKIT_THREAD_MODEL_PARALLEL
+#include <nbdkit-plugin.h>
+
+#include <cerrno>
+#include <charconv>
+#include <cinttypes>
+#include <condition_variable>
+#include <cstdlib>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "discovery/connect.h"
+#include "discovery/url.h"
+#include "initiator/base/log.h"
+#include "initiator/base/status.h"
+#include "initiator/block/block_device.h"
+#include "initiator/block/lun_info.h"
+
+// -D iser.verbose=1 logs the library's protocol events (login keys, async events) as nbdkit
+// debug messages. nbdkit finds the flag by this name, so it keeps C linkage and stays exported.
+extern "C" {
+NBDKIT_DLL_PUBLIC int iser_debug_verbose = 0;
+}
+
+namespace {
+
+using iser::BlockDevice;
+using iser::Result;
+using iser::Status;
+
+// Configuration, fixed once config_complete has run.
+std::optional<iser::IscsiUrl> g_url;
+std::string g_url_text;
+iser::ConnectOptions g_connect;
+std::optional<std::string> g_user;
+std::optional<std::string> g_target_user;
+std::optional<std::vector<iser::DigestType>> g_digest;
+
+// Serving state, set up in get_ready/after_fork.
+uint64_t g_default_lun = 0;
+std::mutex g_mu;  // guards g_devices (g_session is only replaced while nothing is serving)
+std::shared_ptr<iser::Session> g_session;
+std::map<uint64_t, std::unique_ptr<BlockDevice>> g_devices;  // disk LUNs opened so far
+
+// Reports a failure the nbdkit way: the message once, and the errno the client will see.
+int Fail(const Status& st) {
+  nbdkit_error("%s", st.message().c_str());
+  nbdkit_set_error(iser::ErrnoFor(st));
+  return -1;
+}
+
+void LogToNbdkit(iser::LogLevel level, const std::string& message) {
+  switch (level) {
+    case iser::LogLevel::kDebug:
+    case iser::LogLevel::kInfo:
+      nbdkit_debug("%s", message.c_str());
+      break;
+    case iser::LogLevel::kWarning:
+      nbdkit_error("warning: %s", message.c_str());
+      break;
+    case iser::LogLevel::kError:
+      nbdkit_error("%s", message.c_str());
+      break;
+  }
+}
+
+// "crc32c", "none", or a preference order as in iSCSI URLs ("crc32c-none", "none-crc32c").
+std::optional<std::vector<iser::DigestType>> ParseDigest(std::string_view text) {
+  using iser::DigestType;
+  if (text == "crc32c") return std::vector{DigestType::kCrc32c};
+  if (text == "none") return std::vector{DigestType::kNone};
+  if (text == "crc32c-none") return std::vector{DigestType::kCrc32c, DigestType::kNone};
+  if (text == "none-crc32c") return std::vector{DigestType::kNone, DigestType::kCrc32c};
+  return std::nullopt;
+}
+
+// nbdkit_read_password understands "-" (prompt), "+FILE" and "-FD" as well as the secret itself.
+std::optional<std::string> ReadPassword(const char* value) {
+  char* secret = nullptr;
+  if (nbdkit_read_password(value, &secret) == -1) return std::nullopt;
+  std::string s(secret);
+  free(secret);
+  return s;
+}
+
+// The effective URL: the magic key plus the parameters that override or complete it.
+iser::IscsiUrl EffectiveUrl() {
+  iser::IscsiUrl url = *g_url;
+  if (g_user) url.user = *g_user;
+  if (g_target_user) url.target_user = *g_target_user;
+  if (g_digest) {
+    url.header_digest = g_digest;
+    url.data_digest = g_digest;
+  }
+  return url;
+}
+
+std::string Describe(const iser::LunInfo& info) {
+  std::string d = info.vendor;
+  if (!info.product.empty()) d += (d.empty() ? "" : " ") + info.product;
+  if (!info.revision.empty()) d += " " + info.revision;
+  return d + ", LUN " + std::to_string(info.lun) + ", " + std::to_string(info.size_bytes) +
+         " bytes";
+}
+
+// The BlockDevice of a disk LUN, opened (probed) on first use and shared by every connection.
+Result<BlockDevice*> DeviceFor(uint64_t lun) {
+  std::lock_guard<std::mutex> lock(g_mu);
+  auto it = g_devices.find(lun);
+  if (it != g_devices.end()) return it->second.get();
+  Result<std::unique_ptr<BlockDevice>> dev = BlockDevice::Open(g_session, lun);
+  if (!dev.ok()) return dev.status();
+  BlockDevice* p = dev->get();
+  const iser::LunInfo& i = p->info();
+  nbdkit_debug("LUN %" PRIu64
+               ": %s; blocks %u/%u, max transfer %u, read_only=%d wce=%d "
+               "dpofua=%d lbpme=%d lbpu=%d lbpws=%d lbprz=%d rotational=%d",
+               lun, Describe(i).c_str(), i.logical_block_size, i.physical_block_size,
+               i.max_transfer_bytes, i.read_only, i.write_cache, i.fua, i.thin, i.unmap,
+               i.write_same_unmap, i.unmapped_reads_zero, i.rotational);
+  g_devices.emplace(lun, std::move(*dev));
+  return p;
+}
+
+std::optional<uint64_t> ParseLun(std::string_view name) {
+  uint64_t lun = 0;
+  auto [end, ec] = std::from_chars(name.data(), name.data() + name.size(), lun);
+  if (name.empty() || ec != std::errc() || end != name.data() + name.size()) return std::nullopt;
+  return lun;
+}
+
+// ---- Configuration ----------------------------------------------------------------------------
+
+int IserConfig(const char* key, const char* value) {
+  const std::string k = key;
+  if (k == "url") {
+    Result<iser::IscsiUrl> url = iser::ParseIscsiUrl(value);
+    if (!url.ok()) {
+      nbdkit_error("url: %s", url.status().message().c_str());
+      return -1;
+    }
+    g_url = std::move(*url);
+    g_url_text = g_url->Redacted();
+  } else if (k == "initiator") {
+    g_connect.initiator_name = value;
+  } else if (k == "user") {
+    g_user = value;
+  } else if (k == "password") {
+    g_connect.password = ReadPassword(value);
+    if (!g_connect.password) return -1;
+  } else if (k == "target-user") {
+    g_target_user = value;
+  } else if (k == "target-password") {
+    g_connect.target_password = ReadPassword(value);
+    if (!g_connect.target_password) return -1;
+  } else if (k == "digest") {
+    g_digest = ParseDigest(value);
+    if (!g_digest) {
+      nbdkit_error("digest: expected crc32c, none, crc32c-none or none-crc32c, not '%s'", value);
+      return -1;
+    }
+  } else if (k == "transport") {
+    const std::string v = value;
+    if (v == "tcp") {
+      g_connect.transport = iser::TransportKind::kTcp;
+    } else if (v == "iser") {
+      g_connect.transport = iser::TransportKind::kIser;
+    } else {
+      nbdkit_error("transport: expected tcp or iser, not '%s'", value);
+      return -1;
+    }
+  } else if (k == "timeout") {
+    uint32_t seconds = 0;
+    if (nbdkit_parse_uint32_t("timeout", value, &seconds) == -1) return -1;
+    if (seconds == 0) {
+      nbdkit_error("timeout: must be at least 1 second");
+      return -1;
+    }
+    g_connect.login_timeout = std::chrono::seconds(seconds);
+  } else {
+    nbdkit_error("unknown parameter '%s' (see nbdkit iser --help)", key);
+    return -1;
+  }
+  return 0;
+}
+
+int IserConfigComplete() {
+  if (!g_url) {
+    nbdkit_error("an iSCSI URL is required: nbdkit iser iscsi://HOST[:PORT]/TARGET-IQN[/LUN]");
+    return -1;
+  }
+  if (g_url->target.empty()) {
+    nbdkit_error("the URL %s names no target: use iscsi://HOST[:PORT]/TARGET-IQN[/LUN]",
+                 g_url_text.c_str());
+    return -1;
+  }
+  // Catches a missing password now rather than at login.
+  iser::IscsiUrl url = EffectiveUrl();
+  if (Status st = iser::ResolveCredentials(&url, g_connect); !st.ok()) {
+    nbdkit_error("%s", st.message().c_str());
+    return -1;
+  }
+  iser::SetLogSink(&LogToNbdkit,
+                   iser_debug_verbose ? iser::LogLevel::kDebug : iser::LogLevel::kInfo);
+  return 0;
+}
+
+// ---- Server life cycle ------------------------------------------------------------------------
+
+int IserGetReady() {
+  Result<std::shared_ptr<iser::Session>> s = iser::OpenSession(EffectiveUrl(), g_connect);
+  if (!s.ok()) {
+    nbdkit_error("%s: %s", g_url_text.c_str(), s.status().message().c_str());
+    return -1;
+  }
+  std::shared_ptr<iser::Session> session = std::move(*s);
+  Status st;
+  if (g_url->lun) {
+    g_default_lun = *g_url->lun;
+    Result<iser::LunInfo> info = iser::ProbeLun(*session, g_default_lun);
+    if (!info.ok()) {
+      st = info.status();
+    } else if (!info->is_disk) {
+      st = Status::NotSupported("LUN " + std::to_string(g_default_lun) + " is a " +
+                                info->device_type_name + " device, not a disk");
+    }
+  } else {
+    Result<std::vector<uint64_t>> luns = iser::ReportLuns(*session);
+    st = luns.status();
+    bool found = false;
+    for (size_t i = 0; st.ok() && !found && i < luns->size(); ++i) {
+      Result<iser::LunInfo> info = iser::ProbeLun(*session, (*luns)[i]);
+      st = info.status();
+      found = st.ok() && info->is_disk;
+      if (found) g_default_lun = info->lun;
+    }
+    if (st.ok() && !found) st = Status::NotFound("the target has no disk LUN");
+  }
+  // Log out before nbdkit forks; after_fork logs in again in the serving process.
+  Status closed = session->Close();
+  if (st.ok()) st = closed;
+  if (!st.ok()) {
+    nbdkit_error("%s: %s", g_url_text.c_str(), st.message().c_str());
+    return -1;
+  }
+  nbdkit_debug("%s: default export is LUN %" PRIu64, g_url_text.c_str(), g_default_lun);
+  return 0;
+}
+
+int IserAfterFork() {
+  Result<std::shared_ptr<iser::Session>> s = iser::OpenSession(EffectiveUrl(), g_connect);
+  if (!s.ok()) {
+    nbdkit_error("%s: %s", g_url_text.c_str(), s.status().message().c_str());
+    return -1;
+  }
+  g_session = std::move(*s);
+  return 0;
+}
+
+void IserCleanup() {
+  g_devices.clear();
+  if (!g_session) return;
+  if (Status st = g_session->Close(); !st.ok()) {
+    nbdkit_debug("logout from %s: %s", g_url_text.c_str(), st.message().c_str());
+  }
+  g_session.reset();
+}
+
+// ---- Exports: one per disk LUN ----------------------------------------------------------------
+
+int IserListExports(int /*readonly*/, int /*is_tls*/, struct nbdkit_exports* exports) {
+  Result<std::vector<uint64_t>> luns = iser::ReportLuns(*g_session);
+  if (!luns.ok()) return Fail(luns.status());
+  for (uint64_t lun : *luns) {
+    Result<BlockDevice*> dev = DeviceFor(lun);
+    if (!dev.ok() && dev.status().code() == iser::StatusCode::kNotSupported)
+      continue;  // not a disk
+    if (!dev.ok()) return Fail(dev.status());
+    const std::string name = std::to_string(lun);
+    if (nbdkit_add_export(exports, name.c_str(), Describe((*dev)->info()).c_str()) == -1) {
+      return -1;
+    }
+  }
+  return 0;
+}
+
+const char* IserDefaultExport(int /*readonly*/, int /*is_tls*/) {
+  return nbdkit_printf_intern("%" PRIu64, g_default_lun);
+}
+
+void* IserOpen(int /*readonly*/) {
+  const std::string name = nbdkit_export_name();
+  std::optional<uint64_t> lun = name.empty() ? g_default_lun : ParseLun(name);
+  if (!lun) {
+    nbdkit_error("export '%s': export names are LUN numbers (nbdinfo --list shows them)",
+                 name.c_str());
+    nbdkit_set_error(ENOENT);
+    return nullptr;
+  }
+  Result<BlockDevice*> dev = DeviceFor(*lun);
+  if (!dev.ok()) {
+    Fail(dev.status());
+    return nullptr;
+  }
+  return *dev;
+}
+
+// The BlockDevice belongs to every connection of the export; nothing is per connection.
+void IserClose(void* /*handle*/) {}
+
+BlockDevice& Dev(void* handle) {
+  return *static_cast<BlockDevice*>(handle);
+}
+
+const char* IserExportDescription(void* handle) {
+  return nbdkit_strdup_intern(Describe(Dev(handle).info()).c_str());
+}
+
+// ---- What the LUN can do ----------------------------------------------------------------------
+
+int64_t IserGetSize(void* handle) {
+  return static_cast<int64_t>(Dev(handle).info().size_bytes);
+}
+
+// Powers of two, as NBD wants. Minimum: the logical block (smaller requests are served by
+// read-modify-write, but cost two round trips). Preferred: the physical block. Maximum: what one
+// SCSI command may carry, so a request never splits into several commands.
+int IserBlockSize(void* handle, uint32_t* minimum, uint32_t* preferred, uint32_t* maximum) {
+  const iser::LunInfo& info = Dev(handle).info();
+  *minimum = info.logical_block_size;
+  *preferred = std::max<uint32_t>({info.physical_block_size, info.logical_block_size, 512});
+  *maximum = std::max(info.max_transfer_bytes, *preferred);
+  return 0;
+}
+
+int IserCanWrite(void* handle) {
+  return !Dev(handle).info().read_only;
+}
+int IserCanFlush(void* /*handle*/) {
+  return 1;
+}
+int IserIsRotational(void* handle) {
+  return Dev(handle).info().rotational;
+}
+int IserCanTrim(void* handle) {
+  return Dev(handle).info().unmap;
+}
+int IserCanZero(void* /*handle*/) {
+  return 1;
+}  // WRITE SAME works on any disk
+
+// Fast zeroing means deallocating, which only yields zeroes where unmapped blocks read as zero.
+bool CanZeroByUnmap(const iser::LunInfo& info) {
+  return info.write_same_unmap && info.unmapped_reads_zero;
+}
+int IserCanFastZero(void* handle) {
+  return CanZeroByUnmap(Dev(handle).info());
+}
+
+int IserCanFua(void* handle) {
+  return Dev(handle).info().fua ? NBDKIT_FUA_NATIVE : NBDKIT_FUA_EMULATE;
+}
+
+int IserCanMultiConn(void* /*handle*/) {
+  return 1;
+}
+int IserCanExtents(void* handle) {
+  return Dev(handle).info().thin;
+}
+int IserCanCache(void* /*handle*/) {
+  return NBDKIT_CACHE_NATIVE;
+}
+
+// ---- Data path --------------------------------------------------------------------------------
+
+// One SCSI READ submitted asynchronously, waited for on the calling nbdkit thread. The waiting
+// thread sleeps on a condition variable at once: BlockDevice::Read waits on a
+// std::binary_semaphore, which in libstdc++ 12 spins with sched_yield first, and at QD32 on a
+// busy machine that yielding cost about a fifth of the plugin's CPU time.
+Status ReadOneCommand(BlockDevice& dev, void* buf, uint32_t count, uint64_t offset) {
+  struct Waiter {
+    iser::IoRequest req;
+    std::mutex mu;
+    std::condition_variable cv;
+    bool done = false;
+    Status status;
+  } w;
+  w.req.op = iser::IoOp::kRead;
+  w.req.offset = offset;
+  w.req.length = count;
+  w.req.buffer = static_cast<uint8_t*>(buf);
+  w.req.context = &w;
+  w.req.on_complete = [](iser::IoRequest* req, const Status& st) {
+    auto* waiter = static_cast<Waiter*>(req->context);
+    std::lock_guard<std::mutex> lock(waiter->mu);
+    waiter->status = st;
+    waiter->done = true;
+    waiter->cv.notify_one();
+  };
+  dev.Submit(&w.req);
+  std::unique_lock<std::mutex> lock(w.mu);
+  w.cv.wait(lock, [&] { return w.done; });
+  return w.status;
+}
+
+// Whole blocks that fit one command (what well-behaved clients send, given block_size) go
+// straight to one READ; anything else takes BlockDevice::Read, which splits and handles
+// partial blocks.
+int IserPread(void* handle, void* buf, uint32_t count, uint64_t offset, uint32_t /*flags*/) {
+  BlockDevice& dev = Dev(handle);
+  const iser::LunInfo& info = dev.info();
+  const bool one_command = count > 0 && count <= info.max_transfer_bytes &&
+                           offset % info.logical_block_size == 0 &&
+                           count % info.logical_block_size == 0;
+  Status st = one_command ? ReadOneCommand(dev, buf, count, offset) : dev.Read(offset, buf, count);
+  return st.ok() ? 0 : Fail(st);
+}
+
+// Writes always take BlockDevice::Write: it orders them against concurrent read-modify-writes of
+// the same blocks, which a direct WRITE would bypass.
+int IserPwrite(void* handle, const void* buf, uint32_t count, uint64_t offset, uint32_t flags) {
+  Status st = Dev(handle).Write(offset, buf, count, flags & NBDKIT_FLAG_FUA);
+  return st.ok() ? 0 : Fail(st);
+}
+
+int IserFlush(void* handle, uint32_t /*flags*/) {
+  Status st = Dev(handle).Flush();
+  return st.ok() ? 0 : Fail(st);
+}
+
+// UNMAP has no FUA bit: a FUA trim is followed by SYNCHRONIZE CACHE.
+int IserTrim(void* handle, uint32_t count, uint64_t offset, uint32_t flags) {
+  BlockDevice& dev = Dev(handle);
+  Status st = dev.Trim(offset, count);
+  if (st.ok() && (flags & NBDKIT_FLAG_FUA)) st = dev.Flush();
+  return st.ok() ? 0 : Fail(st);
+}
+
+int IserZero(void* handle, uint32_t count, uint64_t offset, uint32_t flags) {
+  BlockDevice& dev = Dev(handle);
+  const bool may_trim = flags & NBDKIT_FLAG_MAY_TRIM;
+  // Without deallocation WRITE SAME costs as much as writing: not fast, say so at once.
+  if ((flags & NBDKIT_FLAG_FAST_ZERO) && !(may_trim && CanZeroByUnmap(dev.info()))) {
+    nbdkit_set_error(ENOTSUP);
+    return -1;
+  }
+  Status st = dev.WriteZeroes(offset, count, may_trim, flags & NBDKIT_FLAG_FUA);
+  return st.ok() ? 0 : Fail(st);
+}
+
+int IserExtents(void* handle, uint32_t count, uint64_t offset, uint32_t flags,
+                struct nbdkit_extents* extents) {
+  std::vector<iser::Extent> list;
+  Status st = Dev(handle).Extents(offset, count, &list);
+  if (!st.ok()) return Fail(st);
+  for (const iser::Extent& e : list) {
+    const uint32_t type = e.allocated ? 0 : NBDKIT_EXTENT_HOLE | (e.zero ? NBDKIT_EXTENT_ZERO : 0);
+    if (nbdkit_add_extent(extents, e.offset, e.length, type) == -1) return -1;
+    if (flags & NBDKIT_FLAG_REQ_ONE) break;
+  }
+  return 0;
+}
+
+int IserCache(void* handle, uint32_t count, uint64_t offset, uint32_t /*flags*/) {
+  Status st = Dev(handle).Prefetch(offset, count);
+  return st.ok() ? 0 : Fail(st);
+}
+
+// ---- Registration -----------------------------------------------------------------------------
+
+constexpr char kConfigHelp[] =
+    "url=iscsi://[USER[%PASSWORD]@]HOST[:PORT]/TARGET-IQN[/LUN][?ARGS]\n"
+    "                     (also iser://; the key \"url=\" may be omitted) Target to serve;\n"
+    "                     every disk LUN is an export named by its number, the default\n"
+    "                     export is LUN or the first disk LUN.\n"
+    "initiator=IQN        Initiator name (default: $ISER_CONNECT_INITIATOR_NAME or one\n"
+    "                     derived from the host name and machine id).\n"
+    "user=USER            CHAP user (else the URL's, else $LIBISCSI_CHAP_USERNAME).\n"
+    "password=SECRET      CHAP secret: - to prompt, +FILE, -FD, or the secret itself\n"
+    "                     (else the URL's, else $LIBISCSI_CHAP_PASSWORD).\n"
+    "target-user=USER     Mutual CHAP: the user the target answers as.\n"
+    "target-password=SECRET  Mutual CHAP secret, read like password=.\n"
+    "digest=crc32c|none|crc32c-none|none-crc32c  Header and data digests (default none).\n"
+    "transport=tcp|iser   Override the transport the URL scheme selects.\n"
+    "timeout=SECONDS      Time allowed to connect and log in (default 15).";
+
+struct nbdkit_plugin MakePlugin() {
+  struct nbdkit_plugin p = {};
+  p.name = "iser";
+  p.longname = "iSCSI and iSER initiator (iser-connect)";
+  p.version = ISER_PLUGIN_VERSION;
+  p.description = "Serves the LUNs of an iSCSI or iSER target as NBD exports.";
+  p.magic_config_key = "url";
+  p.config = IserConfig;
+  p.config_complete = IserConfigComplete;
+  p.config_help = kConfigHelp;
+  p.get_ready = IserGetReady;
+  p.after_fork = IserAfterFork;
+  p.cleanup = IserCleanup;
+  p.list_exports = IserListExports;
+  p.default_export = IserDefaultExport;
+  p.open = IserOpen;
+  p.close = IserClose;
+  p.export_description = IserExportDescription;
+  p.get_size = IserGetSize;
+  p.block_size = IserBlockSize;
+  p.can_write = IserCanWrite;
+  p.can_flush = IserCanFlush;
+  p.is_rotational = IserIsRotational;
+  p.can_trim = IserCanTrim;
+  p.can_zero = IserCanZero;
+  p.can_fast_zero = IserCanFastZero;
+  p.can_fua = IserCanFua;
+  p.can_multi_conn = IserCanMultiConn;
+  p.can_extents = IserCanExtents;
+  p.can_cache = IserCanCache;
+  p.pread = IserPread;
+  p.pwrite = IserPwrite;
+  p.flush = IserFlush;
+  p.trim = IserTrim;
+  p.zero = IserZero;
+  p.extents = IserExtents;
+  p.cache = IserCache;
+  return p;
+}
+
+struct nbdkit_plugin plugin = MakePlugin();
+
+}  // namespace
+
+NBDKIT_REGISTER_PLUGIN(plugin)

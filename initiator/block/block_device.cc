@@ -1,0 +1,407 @@
+#include "initiator/block/block_device.h"
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <semaphore>
+
+#include "initiator/scsi/commands.h"
+
+namespace iser {
+
+namespace {
+
+constexpr int kMaxChunksInFlight = 8;
+constexpr uint32_t kMaxUnmapDescriptorsPerCommand = 64;
+// WRITE SAME without a reported limit: bound one command so a target's command timeout holds.
+constexpr uint64_t kDefaultWriteSameBlocks = 1u << 16;
+
+std::string Where(const LunInfo& info, uint64_t lba, uint64_t blocks) {
+  return " on LUN " + std::to_string(info.lun) + " at LBA " + std::to_string(lba) + " (" +
+         std::to_string(blocks) + " blocks)";
+}
+
+}  // namespace
+
+int ErrnoFor(const Status& status) {
+  switch (status.code()) {
+    case StatusCode::kOk: return 0;
+    case StatusCode::kNoSpace: return ENOSPC;
+    case StatusCode::kReadOnly: return EPERM;
+    case StatusCode::kInvalidArgument: return EINVAL;
+    case StatusCode::kNotSupported: return EOPNOTSUPP;
+    case StatusCode::kTimeout: return ETIMEDOUT;
+    case StatusCode::kAborted: return ESHUTDOWN;
+    case StatusCode::kResourceExhausted: return ENOMEM;
+    default: return EIO;
+  }
+}
+
+Result<std::unique_ptr<BlockDevice>> BlockDevice::Open(std::shared_ptr<Session> session,
+                                                       uint64_t lun) {
+  Result<LunInfo> info = ProbeLun(*session, lun);
+  if (!info.ok()) return info.status();
+  if (!info->is_disk) {
+    return Status::NotSupported("LUN " + std::to_string(lun) + " of " + session->target_name() +
+                                " is a " + info->device_type_name +
+                                " device, not a disk (direct access)");
+  }
+  return std::unique_ptr<BlockDevice>(new BlockDevice(std::move(session), std::move(*info)));
+}
+
+BlockDevice::BlockDevice(std::shared_ptr<Session> session, LunInfo info)
+    : session_(std::move(session)), info_(std::move(info)), zero_block_(info_.logical_block_size) {}
+
+BlockDevice::~BlockDevice() = default;
+
+Status BlockDevice::CheckRange(uint64_t offset, uint64_t len, const char* what) const {
+  if (offset > info_.size_bytes || len > info_.size_bytes - offset) {
+    return Status::InvalidArgument(std::string(what) + " of " + std::to_string(len) +
+                                   " bytes at offset " + std::to_string(offset) +
+                                   " is beyond the end of LUN " + std::to_string(info_.lun) +
+                                   " (" + std::to_string(info_.size_bytes) + " bytes)");
+  }
+  return Status::OK();
+}
+
+Status BlockDevice::Execute(Task& t, const std::string& what) {
+  t.lun = info_.lun;
+  session_->Execute(&t);
+  return scsi::TaskStatus(t, what);
+}
+
+void BlockDevice::Submit(IoRequest* req) {
+  const uint32_t bs = info_.logical_block_size;
+  Status st;
+  if (req->offset % bs != 0 || req->length % bs != 0 || req->length == 0 ||
+      req->length > info_.max_transfer_bytes) {
+    st = Status::InvalidArgument("asynchronous requests must be whole blocks of " +
+                                 std::to_string(bs) + " bytes, at most " +
+                                 std::to_string(info_.max_transfer_bytes) + " bytes");
+  } else {
+    st = CheckRange(req->offset, req->length, req->op == IoOp::kRead ? "read" : "write");
+  }
+  if (!st.ok()) {
+    req->on_complete(req, st);
+    return;
+  }
+  req->device = this;
+  Task& t = req->task;
+  const uint64_t lba = req->offset / bs;
+  const uint32_t blocks = req->length / bs;
+  if (req->op == IoOp::kRead) {
+    scsi::Read(t, lba, blocks, req->buffer, req->length);
+  } else {
+    scsi::Write(t, lba, blocks, req->buffer, req->length, req->fua);
+  }
+  t.lun = info_.lun;
+  t.context = req;
+  t.on_complete = [](Task* task) {
+    auto* r = static_cast<IoRequest*>(task->context);
+    if (task->status.ok() && task->scsi_status == 0) {
+      r->on_complete(r, Status::OK());
+      return;
+    }
+    const uint32_t size = r->device->info_.logical_block_size;
+    r->on_complete(r, scsi::TaskStatus(*task, std::string(scsi::CommandName(*task)) +
+                                                  Where(r->device->info_, r->offset / size,
+                                                        r->length / size)));
+  };
+  session_->Submit(&t);
+}
+
+// Runs one large aligned read or write as up to kMaxChunksInFlight concurrent commands of at
+// most max_transfer_bytes each; the completion of one chunk submits the next.
+Status BlockDevice::RunChunked(IoOp op, uint64_t offset, uint8_t* buf, uint64_t len, bool fua) {
+  struct Run {
+    BlockDevice* dev;
+    IoOp op;
+    uint64_t offset;
+    uint8_t* buf;
+    uint64_t len;
+    bool fua;
+    std::mutex mu;
+    uint64_t next = 0;
+    int outstanding = 0;
+    Status error;
+    std::binary_semaphore done{0};
+    Task tasks[kMaxChunksInFlight];
+
+    // Prepares t for the next chunk; false when nothing is left. Caller holds mu.
+    bool Next(Task& t) {
+      if (next >= len || !error.ok()) return false;
+      const uint32_t bs = dev->info_.logical_block_size;
+      const uint32_t n = static_cast<uint32_t>(std::min<uint64_t>(len - next, dev->info_.max_transfer_bytes));
+      const uint64_t lba = (offset + next) / bs;
+      if (op == IoOp::kRead) {
+        scsi::Read(t, lba, n / bs, buf + next, n);
+      } else {
+        scsi::Write(t, lba, n / bs, buf + next, n, fua);
+      }
+      t.lun = dev->info_.lun;
+      t.context = this;
+      t.on_complete = &Run::Done;
+      next += n;
+      ++outstanding;
+      return true;
+    }
+    static void Done(Task* t) {
+      Run* r = static_cast<Run*>(t->context);
+      bool resubmit;
+      bool finished;
+      {
+        std::lock_guard<std::mutex> lock(r->mu);
+        --r->outstanding;
+        if (!(t->status.ok() && t->scsi_status == 0) && r->error.ok()) {
+          const uint32_t bs = r->dev->info_.logical_block_size;
+          r->error = scsi::TaskStatus(
+              *t, std::string(scsi::CommandName(*t)) +
+                      Where(r->dev->info_, LoadBe64Lba(*t), t->transfer_length / bs));
+        }
+        resubmit = r->Next(*t);
+        finished = r->outstanding == 0;
+      }
+      if (resubmit) {
+        r->dev->session_->Submit(t);
+      } else if (finished) {
+        r->done.release();
+      }
+    }
+    static uint64_t LoadBe64Lba(const Task& t) {
+      return t.cdb_length == 16 ? LoadBe64(&t.cdb[2]) : LoadBe32(&t.cdb[2]);
+    }
+  };
+  Run run{this, op, offset, buf, len, fua};
+  int started = 0;
+  {
+    std::lock_guard<std::mutex> lock(run.mu);
+    while (started < kMaxChunksInFlight && run.Next(run.tasks[started])) ++started;
+  }
+  if (started == 0) return Status::OK();
+  for (int i = 0; i < started; ++i) session_->Submit(&run.tasks[i]);
+  run.done.acquire();
+  return run.error;
+}
+
+Status BlockDevice::ReadAligned(uint64_t offset, uint8_t* buf, uint64_t len) {
+  return RunChunked(IoOp::kRead, offset, buf, len, false);
+}
+
+Status BlockDevice::WriteAligned(uint64_t offset, const uint8_t* buf, uint64_t len, bool fua) {
+  return RunChunked(IoOp::kWrite, offset, const_cast<uint8_t*>(buf), len, fua);
+}
+
+Status BlockDevice::Read(uint64_t offset, void* out, size_t len) {
+  ISER_RETURN_IF_ERROR(CheckRange(offset, len, "read"));
+  if (len == 0) return Status::OK();
+  auto* buf = static_cast<uint8_t*>(out);
+  const uint32_t bs = info_.logical_block_size;
+  const uint64_t head = offset % bs;
+  if (head == 0 && len % bs == 0) return ReadAligned(offset, buf, len);
+  std::vector<uint8_t> block(bs);
+  if (head != 0) {
+    ISER_RETURN_IF_ERROR(ReadAligned(offset - head, block.data(), bs));
+    const size_t n = std::min<uint64_t>(bs - head, len);
+    std::memcpy(buf, block.data() + head, n);
+    buf += n;
+    offset += n;
+    len -= n;
+  }
+  const uint64_t middle = len - len % bs;
+  if (middle > 0) ISER_RETURN_IF_ERROR(ReadAligned(offset, buf, middle));
+  if (len > middle) {
+    ISER_RETURN_IF_ERROR(ReadAligned(offset + middle, block.data(), bs));
+    std::memcpy(buf + middle, block.data(), len - middle);
+  }
+  return Status::OK();
+}
+
+void BlockDevice::LockRange(uint64_t first, uint64_t last) {
+  std::unique_lock<std::mutex> lock(range_mu_);
+  range_cv_.wait(lock, [&] {
+    for (const auto& [a, b] : locked_ranges_) {
+      if (a <= last && first <= b) return false;
+    }
+    return true;
+  });
+  locked_ranges_.emplace_back(first, last);
+}
+
+void BlockDevice::UnlockRange(uint64_t first, uint64_t last) {
+  {
+    std::lock_guard<std::mutex> lock(range_mu_);
+    auto it = std::find(locked_ranges_.begin(), locked_ranges_.end(), std::make_pair(first, last));
+    locked_ranges_.erase(it);
+  }
+  range_cv_.notify_all();
+}
+
+Status BlockDevice::Write(uint64_t offset, const void* in, size_t len, bool fua) {
+  ISER_RETURN_IF_ERROR(CheckRange(offset, len, "write"));
+  if (len == 0) return Status::OK();
+  if (info_.read_only) {
+    return Status::ReadOnly("LUN " + std::to_string(info_.lun) + " is write-protected");
+  }
+  const auto* buf = static_cast<const uint8_t*>(in);
+  const uint32_t bs = info_.logical_block_size;
+  const uint64_t first = offset / bs;
+  const uint64_t last = (offset + len - 1) / bs;
+  // Writes that share a block must not interleave with a read-modify-write of that block.
+  LockRange(first, last);
+  Status st;
+  const uint64_t head = offset % bs;
+  if (head == 0 && len % bs == 0) {
+    st = WriteAligned(offset, buf, len, fua);
+  } else {
+    std::vector<uint8_t> block(bs);
+    if (head != 0) {
+      const size_t n = std::min<uint64_t>(bs - head, len);
+      st = ReadAligned(offset - head, block.data(), bs);
+      if (st.ok()) {
+        std::memcpy(block.data() + head, buf, n);
+        st = WriteAligned(offset - head, block.data(), bs, fua);
+      }
+      buf += n;
+      offset += n;
+      len -= n;
+    }
+    const uint64_t middle = len - len % bs;
+    if (st.ok() && middle > 0) st = WriteAligned(offset, buf, middle, fua);
+    if (st.ok() && len > middle) {
+      st = ReadAligned(offset + middle, block.data(), bs);
+      if (st.ok()) {
+        std::memcpy(block.data(), buf + middle, len - middle);
+        st = WriteAligned(offset + middle, block.data(), bs, fua);
+      }
+    }
+  }
+  UnlockRange(first, last);
+  return st;
+}
+
+Status BlockDevice::Flush() {
+  Task t;
+  scsi::SynchronizeCache(t, 0, 0);
+  return Execute(t, "SYNCHRONIZE CACHE on LUN " + std::to_string(info_.lun));
+}
+
+Status BlockDevice::Trim(uint64_t offset, uint64_t len) {
+  ISER_RETURN_IF_ERROR(CheckRange(offset, len, "trim"));
+  if (!info_.unmap) {
+    return Status::NotSupported("LUN " + std::to_string(info_.lun) + " does not support UNMAP");
+  }
+  const uint32_t bs = info_.logical_block_size;
+  // Trimming is advisory: partial blocks at either end are left alone.
+  uint64_t lba = (offset + bs - 1) / bs;
+  const uint64_t end = (offset + len) / bs;
+  const uint64_t per_range = info_.max_unmap_blocks ? info_.max_unmap_blocks : 0xffffffffu;
+  const uint32_t max_desc = std::max<uint32_t>(
+      1, std::min(info_.max_unmap_descriptors ? info_.max_unmap_descriptors : 1u,
+                  kMaxUnmapDescriptorsPerCommand));
+  std::vector<scsi::UnmapRange> ranges;
+  std::vector<uint8_t> params(8 + 16 * kMaxUnmapDescriptorsPerCommand);
+  while (lba < end) {
+    ranges.clear();
+    uint64_t blocks_in_command = 0;
+    while (lba < end && ranges.size() < max_desc &&
+           (info_.max_unmap_blocks == 0 || blocks_in_command < info_.max_unmap_blocks)) {
+      uint64_t n = std::min<uint64_t>(end - lba, per_range);
+      if (info_.max_unmap_blocks) n = std::min<uint64_t>(n, info_.max_unmap_blocks - blocks_in_command);
+      ranges.push_back({lba, static_cast<uint32_t>(n)});
+      lba += n;
+      blocks_in_command += n;
+    }
+    const uint32_t plen = scsi::BuildUnmapParameters(ranges, params.data());
+    Task t;
+    scsi::Unmap(t, params.data(), plen);
+    ISER_RETURN_IF_ERROR(
+        Execute(t, "UNMAP" + Where(info_, ranges.front().lba, blocks_in_command)));
+  }
+  return Status::OK();
+}
+
+Status BlockDevice::WriteZeroes(uint64_t offset, uint64_t len, bool may_trim, bool fua) {
+  ISER_RETURN_IF_ERROR(CheckRange(offset, len, "write zeroes"));
+  if (len == 0) return Status::OK();
+  const uint32_t bs = info_.logical_block_size;
+  const uint64_t head = offset % bs;
+  if (head != 0) {
+    const uint64_t n = std::min<uint64_t>(bs - head, len);
+    ISER_RETURN_IF_ERROR(Write(offset, zero_block_.data(), n, fua));
+    offset += n;
+    len -= n;
+  }
+  const uint64_t tail = len % bs;
+  const uint64_t middle = len - tail;
+  const bool unmap = may_trim && info_.write_same_unmap && info_.unmapped_reads_zero;
+  const uint64_t per_command =
+      info_.max_write_same_blocks ? info_.max_write_same_blocks : kDefaultWriteSameBlocks;
+  uint64_t lba = offset / bs;
+  const uint64_t end = (offset + middle) / bs;
+  if (lba < end) LockRange(lba, end - 1);
+  Status st;
+  while (lba < end) {
+    const uint32_t n = static_cast<uint32_t>(std::min<uint64_t>({end - lba, per_command, 0xffffffffu}));
+    Task t;
+    scsi::WriteSame16(t, lba, n, zero_block_.data(), bs, unmap);
+    st = Execute(t, std::string(unmap ? "WRITE SAME(16) with UNMAP" : "WRITE SAME(16)") +
+                        Where(info_, lba, n));
+    if (!st.ok()) break;
+    lba += n;
+  }
+  if (offset / bs < end) UnlockRange(offset / bs, end - 1);
+  ISER_RETURN_IF_ERROR(st);
+  if (fua && middle > 0 && !unmap) ISER_RETURN_IF_ERROR(Flush());
+  if (tail != 0) ISER_RETURN_IF_ERROR(Write(offset + middle, zero_block_.data(), tail, fua));
+  return Status::OK();
+}
+
+Status BlockDevice::Prefetch(uint64_t offset, uint64_t len) {
+  ISER_RETURN_IF_ERROR(CheckRange(offset, len, "prefetch"));
+  const uint32_t bs = info_.logical_block_size;
+  const uint64_t lba = offset / bs;
+  const uint64_t blocks = (offset + len + bs - 1) / bs - lba;
+  Task t;
+  scsi::PreFetch16(t, lba, static_cast<uint32_t>(std::min<uint64_t>(blocks, 0xffffffffu)));
+  return Execute(t, "PRE-FETCH(16)" + Where(info_, lba, blocks));
+}
+
+Status BlockDevice::Extents(uint64_t offset, uint64_t len, std::vector<Extent>* out) {
+  out->clear();
+  ISER_RETURN_IF_ERROR(CheckRange(offset, len, "extents"));
+  if (len == 0) return Status::OK();
+  if (!info_.thin) {
+    out->push_back({offset, len, true, false});
+    return Status::OK();
+  }
+  const uint32_t bs = info_.logical_block_size;
+  std::vector<uint8_t> buf(8 + 16 * 128);
+  Task t;
+  scsi::GetLbaStatus(t, offset / bs, buf.data(), static_cast<uint32_t>(buf.size()));
+  ISER_RETURN_IF_ERROR(Execute(t, "GET LBA STATUS" + Where(info_, offset / bs, 0)));
+  Result<std::vector<scsi::LbaStatus>> descs = scsi::ParseGetLbaStatus(buf);
+  if (!descs.ok()) return descs.status();
+  const uint64_t end = offset + len;
+  for (const scsi::LbaStatus& d : *descs) {
+    uint64_t a = d.lba * bs;
+    uint64_t b = a + uint64_t{d.blocks} * bs;
+    a = std::max(a, offset);
+    b = std::min(b, end);
+    if (a >= b) continue;
+    const bool allocated = d.status == 0;
+    const bool zero = !allocated && info_.unmapped_reads_zero;
+    if (!out->empty() && out->back().offset + out->back().length == a &&
+        out->back().allocated == allocated && out->back().zero == zero) {
+      out->back().length += b - a;
+    } else {
+      out->push_back({a, b - a, allocated, zero});
+    }
+  }
+  if (out->empty() || out->front().offset != offset) {
+    return Status::ProtocolError("GET LBA STATUS" + Where(info_, offset / bs, 0) +
+                                 " did not describe the requested LBA");
+  }
+  return Status::OK();
+}
+
+}  // namespace iser

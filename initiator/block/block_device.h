@@ -1,0 +1,95 @@
+// BlockDevice: a LUN seen as bytes. The API the frontends (CLI, nbdkit plugin, FUSE) use.
+//
+// Asynchronous: Submit(IoRequest*) for block-aligned requests of at most
+// info().max_transfer_bytes (the caller owns the IoRequest; its callback runs on the session's I/O
+// thread and must not block). Synchronous methods accept any offset and length within the LUN:
+// they split large requests into concurrent commands, and do read-modify-write for unaligned
+// heads and tails under a range lock, so overlapping unaligned writes from many threads never
+// lose each other's bytes. Every method may be called from any thread except the session's I/O
+// thread (for the synchronous ones).
+//
+// Errors carry the failing command and the decoded sense; their codes map to errno values
+// (ErrnoFor): kIoError → EIO, kNoSpace → ENOSPC, kReadOnly → EPERM, kInvalidArgument → EINVAL,
+// kNotSupported → EOPNOTSUPP.
+#pragma once
+
+#include <condition_variable>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <vector>
+
+#include "initiator/base/status.h"
+#include "initiator/block/lun_info.h"
+#include "initiator/session/session.h"
+#include "initiator/session/task.h"
+
+namespace iser {
+
+struct Extent {
+  uint64_t offset;
+  uint64_t length;
+  bool allocated;  // false: a hole (deallocated or anchored)
+  bool zero;       // reads as zeroes (a hole on an LBPRZ LUN)
+};
+
+enum class IoOp : uint8_t { kRead, kWrite };
+
+struct IoRequest {
+  IoOp op = IoOp::kRead;
+  uint64_t offset = 0;   // bytes, multiple of the logical block size
+  uint32_t length = 0;   // bytes, multiple of the logical block size, <= max_transfer_bytes
+  uint8_t* buffer = nullptr;
+  bool fua = false;
+  void (*on_complete)(IoRequest* req, const Status& status) = nullptr;
+  void* context = nullptr;
+  // BlockDevice internals.
+  Task task;
+  class BlockDevice* device = nullptr;
+};
+
+class BlockDevice {
+ public:
+  // The session is shared: several BlockDevices (LUNs) and threads may use one session.
+  static Result<std::unique_ptr<BlockDevice>> Open(std::shared_ptr<Session> session,
+                                                   uint64_t lun);
+  ~BlockDevice();
+
+  const LunInfo& info() const { return info_; }
+  Session& session() { return *session_; }
+
+  void Submit(IoRequest* req);
+
+  Status Read(uint64_t offset, void* buf, size_t len);
+  Status Write(uint64_t offset, const void* buf, size_t len, bool fua = false);
+  Status Flush();
+  Status Trim(uint64_t offset, uint64_t len);
+  // may_trim: deallocate where the LUN reads unmapped blocks as zero (WRITE SAME with UNMAP).
+  Status WriteZeroes(uint64_t offset, uint64_t len, bool may_trim, bool fua = false);
+  Status Prefetch(uint64_t offset, uint64_t len);
+  // Allocation status from offset on (at least one extent unless len is 0), via GET LBA
+  // STATUS; a LUN without it reports one allocated extent covering the range.
+  Status Extents(uint64_t offset, uint64_t len, std::vector<Extent>* out);
+
+ private:
+  BlockDevice(std::shared_ptr<Session> session, LunInfo info);
+  Status CheckRange(uint64_t offset, uint64_t len, const char* what) const;
+  Status ReadAligned(uint64_t offset, uint8_t* buf, uint64_t len);
+  Status WriteAligned(uint64_t offset, const uint8_t* buf, uint64_t len, bool fua);
+  Status RunChunked(IoOp op, uint64_t offset, uint8_t* buf, uint64_t len, bool fua);
+  Status Execute(Task& t, const std::string& what);
+  void LockRange(uint64_t first_block, uint64_t last_block);
+  void UnlockRange(uint64_t first_block, uint64_t last_block);
+
+  std::shared_ptr<Session> session_;
+  LunInfo info_;
+  std::vector<uint8_t> zero_block_;
+
+  std::mutex range_mu_;
+  std::condition_variable range_cv_;
+  std::vector<std::pair<uint64_t, uint64_t>> locked_ranges_;
+};
+
+int ErrnoFor(const Status& status);
+
+}  // namespace iser

@@ -1,0 +1,178 @@
+#include "initiator/block/lun_info.h"
+
+#include <algorithm>
+#include <array>
+
+#include "initiator/scsi/commands.h"
+#include "initiator/scsi/sense.h"
+
+namespace iser {
+
+namespace {
+
+// Without a Block Limits page we still bound one command: large enough for streaming, small
+// enough for any target we know.
+constexpr uint32_t kDefaultMaxTransfer = 4u << 20;
+constexpr int kUnitAttentionRetries = 8;
+
+std::string On(uint64_t lun) { return " on LUN " + std::to_string(lun); }
+
+Status Run(Session& s, Task& t, uint64_t lun) {
+  t.lun = lun;
+  s.Execute(&t);
+  return scsi::TaskStatus(t, std::string(scsi::CommandName(t)) + On(lun));
+}
+
+Result<std::vector<uint8_t>> Vpd(Session& s, uint64_t lun, uint8_t page) {
+  std::vector<uint8_t> buf(1024);
+  Task t;
+  scsi::Inquiry(t, buf.data(), static_cast<uint16_t>(buf.size()), true, page);
+  Status st = Run(s, t, lun);
+  if (!st.ok()) return st;
+  buf.resize(t.transfer_length - (t.residual_underflow ? t.residual : 0));
+  return buf;
+}
+
+}  // namespace
+
+Result<std::vector<uint64_t>> ReportLuns(Session& session) {
+  std::vector<uint8_t> buf(16384);
+  Task t;
+  scsi::ReportLuns(t, buf.data(), static_cast<uint32_t>(buf.size()));
+  Status st = Run(session, t, 0);
+  if (!st.ok()) return st;
+  buf.resize(t.transfer_length - (t.residual_underflow ? t.residual : 0));
+  return scsi::ParseReportLuns(buf);
+}
+
+Result<LunInfo> ProbeLun(Session& s, uint64_t lun) {
+  LunInfo info;
+  info.lun = lun;
+  for (int i = 0; i < kUnitAttentionRetries; ++i) {
+    Task t;
+    scsi::TestUnitReady(t);
+    t.lun = lun;
+    s.Execute(&t);
+    if (!t.status.ok()) return t.status.WithContext("TEST UNIT READY" + On(lun));
+    const Sense sense = DecodeSense({t.sense, t.sense_length});
+    if (t.scsi_status != scsi_status::kCheckCondition || sense.key != sense_key::kUnitAttention) {
+      break;
+    }
+  }
+  std::array<uint8_t, 96> inq{};
+  {
+    Task t;
+    scsi::Inquiry(t, inq.data(), inq.size());
+    ISER_RETURN_IF_ERROR(Run(s, t, lun));
+    Result<scsi::StandardInquiry> q =
+        scsi::ParseStandardInquiry({inq.data(), inq.size() - (t.residual_underflow ? t.residual : 0)});
+    if (!q.ok()) return q.status();
+    if (q->peripheral_qualifier != 0) {
+      return Status::NotFound("LUN " + std::to_string(lun) + " is not connected (peripheral "
+                              "qualifier " + std::to_string(q->peripheral_qualifier) + ")");
+    }
+    info.device_type = q->device_type;
+    info.device_type_name = scsi::DeviceTypeName(q->device_type);
+    info.vendor = q->vendor;
+    info.product = q->product;
+    info.revision = q->revision;
+  }
+  std::vector<uint8_t> pages;
+  if (Result<std::vector<uint8_t>> p = Vpd(s, lun, 0x00); p.ok()) {
+    if (Result<std::vector<uint8_t>> list = scsi::ParseSupportedVpdPages(*p); list.ok()) {
+      pages = *list;
+    }
+  }
+  auto has = [&](uint8_t page) { return std::find(pages.begin(), pages.end(), page) != pages.end(); };
+  if (has(0x80)) {
+    if (auto p = Vpd(s, lun, 0x80); p.ok()) {
+      if (auto serial = scsi::ParseUnitSerialNumber(*p); serial.ok()) info.serial = *serial;
+    }
+  }
+  if (has(0x83)) {
+    if (auto p = Vpd(s, lun, 0x83); p.ok()) {
+      if (auto id = scsi::ParseDeviceIdentification(*p); id.ok()) info.identifier = *id;
+    }
+  }
+  if (info.device_type != 0x00) return info;
+  info.is_disk = true;
+
+  scsi::Capacity cap;
+  {
+    std::array<uint8_t, 32> buf{};
+    Task t;
+    scsi::ReadCapacity16(t, buf.data());
+    Status st = Run(s, t, lun);
+    if (st.ok()) {
+      Result<scsi::Capacity> c = scsi::ParseReadCapacity16(buf);
+      if (!c.ok()) return c.status();
+      cap = *c;
+    } else if (st.code() == StatusCode::kNotSupported || st.code() == StatusCode::kInvalidArgument) {
+      Task t10;
+      scsi::ReadCapacity10(t10, buf.data());
+      ISER_RETURN_IF_ERROR(Run(s, t10, lun));
+      Result<scsi::Capacity> c = scsi::ParseReadCapacity10({buf.data(), 8});
+      if (!c.ok()) return c.status();
+      cap = *c;
+    } else {
+      return st;
+    }
+  }
+  info.blocks = cap.blocks;
+  info.logical_block_size = cap.block_size;
+  info.size_bytes = cap.blocks * cap.block_size;
+  info.physical_block_size = cap.block_size << std::min<uint8_t>(cap.lbppbe, 16);
+  info.thin = cap.lbpme;
+  info.unmapped_reads_zero = cap.lbprz;
+
+  uint64_t max_transfer = std::min(s.max_transfer_bytes(), kDefaultMaxTransfer);
+  if (has(0xb0)) {
+    if (auto p = Vpd(s, lun, 0xb0); p.ok()) {
+      if (auto l = scsi::ParseBlockLimits(*p); l.ok()) {
+        if (l->max_transfer_blocks != 0) {
+          max_transfer = std::min<uint64_t>(s.max_transfer_bytes(),
+                                            uint64_t{l->max_transfer_blocks} * cap.block_size);
+        }
+        info.optimal_transfer_bytes = static_cast<uint32_t>(
+            std::min<uint64_t>(uint64_t{l->optimal_transfer_blocks} * cap.block_size, 1u << 30));
+        info.max_unmap_blocks = l->max_unmap_blocks;
+        info.max_unmap_descriptors = l->max_unmap_descriptors;
+        info.max_write_same_blocks = l->max_write_same_blocks;
+      }
+    }
+  }
+  info.max_transfer_bytes =
+      static_cast<uint32_t>(std::max<uint64_t>(max_transfer / cap.block_size, 1) * cap.block_size);
+  if (has(0xb1)) {
+    if (auto p = Vpd(s, lun, 0xb1); p.ok()) {
+      if (auto r = scsi::ParseRotationRate(*p); r.ok()) {
+        info.rotation_rate = *r;
+        info.rotational = *r > 1;
+      }
+    }
+  }
+  if (has(0xb2)) {
+    if (auto p = Vpd(s, lun, 0xb2); p.ok()) {
+      if (auto prov = scsi::ParseProvisioning(*p); prov.ok()) {
+        info.unmap = prov->lbpu;
+        info.write_same_unmap = prov->lbpws;
+        info.unmapped_reads_zero = info.unmapped_reads_zero || prov->lbprz != 0;
+      }
+    }
+  }
+  {
+    std::array<uint8_t, 256> buf{};
+    Task t;
+    scsi::ModeSense10(t, buf.data(), buf.size(), 0x08);
+    if (Run(s, t, lun).ok()) {
+      if (auto m = scsi::ParseModeSense10(buf); m.ok()) {
+        info.read_only = m->write_protected;
+        info.fua = m->dpofua;
+        info.write_cache = m->wce;
+      }
+    }
+  }
+  return info;
+}
+
+}  // namespace iser

@@ -1,0 +1,41 @@
+// CHAP for iSCSI login (RFC 7143 §12.1.3, RFC 1994), with the digest algorithms that Linux and
+// open-iscsi negotiate through CHAP_A: 5 = MD5, 6 = SHA-1, 7 = SHA-256, 8 = SHA3-256. Hashes come
+// from OpenSSL's EVP interface.
+//
+// Response = H(identifier byte || secret || challenge). Binary values travel as "0x" + hex (we
+// send that) or "0b" + base64 (we accept both).
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "initiator/base/status.h"
+
+namespace iser {
+
+enum class ChapAlgorithm : uint8_t { kMd5 = 5, kSha1 = 6, kSha256 = 7, kSha3_256 = 8 };
+
+// "MD5", "SHA1", "SHA256", "SHA3-256".
+const char* ChapAlgorithmName(ChapAlgorithm a);
+// Accepts the names above case-insensitively plus the URL spellings "md5", "sha1", "sha-1",
+// "sha-256", "sha256", "sha3-256".
+Result<ChapAlgorithm> ParseChapAlgorithmName(std::string_view name);
+// Parses a CHAP_A value ("5", "7", ...); NotSupported for numbers we do not implement.
+Result<ChapAlgorithm> ParseChapAlgorithmNumber(std::string_view number);
+size_t ChapDigestLength(ChapAlgorithm a);  // 16, 20, 32, 32
+
+std::vector<uint8_t> ChapResponse(ChapAlgorithm a, uint8_t identifier,
+                                  std::span<const uint8_t> secret,
+                                  std::span<const uint8_t> challenge);
+
+// "0x..." (hex, either case) or "0b..." (base64). InvalidArgument on anything else or empty.
+Result<std::vector<uint8_t>> DecodeChapBinary(std::string_view text);
+std::string EncodeChapHex(std::span<const uint8_t> bytes);  // "0x" + lowercase hex
+
+// Cryptographically random bytes (OpenSSL RAND_bytes), for challenges and identifiers.
+std::vector<uint8_t> ChapRandomBytes(size_t n);
+
+}  // namespace iser

@@ -1,0 +1,596 @@
+#include "initiator/session/session.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <cstring>
+#include <semaphore>
+
+#include "initiator/base/log.h"
+#include "initiator/scsi/sense.h"
+#include "initiator/transport/iser/iser_datamover.h"
+#include "initiator/transport/tcp/tcp_datamover.h"
+
+namespace iser {
+
+namespace {
+
+constexpr uint8_t kTaskAttrSimple = 1;
+
+std::string Hex32(uint32_t v) {
+  char buf[16];
+  snprintf(buf, sizeof buf, "0x%08x", v);
+  return buf;
+}
+
+const char* RejectReasonName(uint8_t reason) {
+  switch (reason) {
+    case 0x02: return "data (payload) digest error";
+    case 0x03: return "SNACK reject";
+    case 0x04: return "protocol error";
+    case 0x05: return "command not supported";
+    case 0x06: return "immediate command reject (too many immediate commands)";
+    case 0x07: return "task in progress";
+    case 0x08: return "invalid data ACK";
+    case 0x09: return "invalid PDU field";
+    case 0x0a: return "long operation reject (out of resources)";
+    case 0x0b: return "negotiation reset";
+    case 0x0c: return "waiting for logout";
+  }
+  return "unknown reason";
+}
+
+}  // namespace
+
+Result<std::unique_ptr<Datamover>> MakeDatamover(TransportKind kind) {
+  if (kind == TransportKind::kIser) return std::unique_ptr<Datamover>(new IserDatamover());
+  return std::unique_ptr<Datamover>(new TcpDatamover());
+}
+
+Status ConnectAndLogin(const SessionOptions& options, SessionType type,
+                       std::unique_ptr<Datamover>* dm_out, LoginOutcome* outcome,
+                       Portal* connected_portal) {
+  Portal portal = options.portal;
+  LoginRequestParams req;
+  req.initiator_name = options.initiator_name;
+  req.initiator_alias = options.initiator_alias;
+  req.target_name = type == SessionType::kNormal ? options.target_name : std::string();
+  req.session_type = type;
+  req.isid = RandomIsid();
+  req.cmdsn = 1;
+  req.itt = 0;
+  req.offer = options.offer;
+  req.chap = options.chap;
+  for (int hop = 0;; ++hop) {
+    Result<std::unique_ptr<Datamover>> dm = MakeDatamover(options.transport);
+    if (!dm.ok()) return dm.status();
+    const Deadline deadline = Clock::now() + options.login_timeout;
+    Status st = (*dm)->Connect(portal, deadline);
+    if (!st.ok()) return st;
+    st = Login(**dm, req, deadline, outcome);
+    if (!st.ok()) return st;
+    if (outcome->redirect) {
+      if (hop >= options.max_redirects) {
+        return Status::LoginFailed("login to " + portal.ToString() + " redirected more than " +
+                                   std::to_string(options.max_redirects) + " times");
+      }
+      Log(LogLevel::kInfo, "portal " + portal.ToString() + " redirected us to " +
+                               outcome->redirect->ToString());
+      portal = *outcome->redirect;
+      continue;
+    }
+    *dm_out = std::move(*dm);
+    *connected_portal = portal;
+    return Status::OK();
+  }
+}
+
+Session::Session(const SessionOptions& options)
+    : options_(options),
+      slots_(kSlots, nullptr),
+      slot_generation_(kSlots, 0) {
+  free_slots_.reserve(kSlots);
+  for (uint32_t s = kSlots - 1; s >= 1; --s) free_slots_.push_back(s);
+}
+
+Result<std::unique_ptr<Session>> Session::Open(const SessionOptions& options) {
+  std::unique_ptr<Session> s(new Session(options));
+  ISER_RETURN_IF_ERROR(
+      ConnectAndLogin(options, SessionType::kNormal, &s->dm_, &s->outcome_, &s->portal_));
+  ISER_RETURN_IF_ERROR(s->dm_->EnterFullFeature(s->outcome_.params));
+  // Login PDUs are immediate: the first command reuses the login's CmdSN.
+  s->window_.Reset(1, s->outcome_.exp_cmdsn, s->outcome_.max_cmdsn);
+  s->exp_statsn_ = s->outcome_.exp_statsn;
+  s->max_transfer_bytes_ = s->dm_->MaxTransferBytes();
+  s->last_receive_ = Clock::now();
+  ISER_RETURN_IF_ERROR(s->dm_->Start(s.get()));
+  Log(LogLevel::kDebug, "logged in to " + s->Describe() + ", TSIH " +
+                            std::to_string(s->outcome_.tsih));
+  return s;
+}
+
+Session::~Session() { Close(); }
+
+std::string Session::Describe() const {
+  return options_.target_name + " at " + (dm_ ? dm_->Describe() : portal_.ToString());
+}
+
+void Session::Submit(Task* task) {
+  task->next = nullptr;
+  task->status = Status::OK();
+  if (dm_->OnIoThread()) {
+    Enqueue(task);
+    Dispatch();
+    return;
+  }
+  bool wake;
+  {
+    std::lock_guard<std::mutex> lock(submit_mu_);
+    if (submit_tail_) {
+      submit_tail_->next = task;
+    } else {
+      submit_head_ = task;
+    }
+    submit_tail_ = task;
+    wake = !wake_pending_;
+    wake_pending_ = true;
+  }
+  if (wake) dm_->Wake();
+}
+
+void Session::Execute(Task* task) {
+  std::binary_semaphore done(0);
+  task->context = &done;
+  task->on_complete = [](Task* t) { static_cast<std::binary_semaphore*>(t->context)->release(); };
+  Submit(task);
+  done.acquire();
+}
+
+void Session::OnWake() {
+  Task* list;
+  {
+    std::lock_guard<std::mutex> lock(submit_mu_);
+    list = submit_head_;
+    submit_head_ = submit_tail_ = nullptr;
+    wake_pending_ = false;
+  }
+  while (list) {
+    Task* next = list->next;
+    Enqueue(list);
+    list = next;
+  }
+  Dispatch();
+}
+
+void Session::Enqueue(Task* task) {
+  task->next = nullptr;
+  if (failed_) {
+    task->status = failure_;
+    task->on_complete(task);
+    return;
+  }
+  if (pending_tail_) {
+    pending_tail_->next = task;
+  } else {
+    pending_head_ = task;
+  }
+  pending_tail_ = task;
+}
+
+void Session::Dispatch() {
+  while (pending_head_ && !free_slots_.empty() && window_.Open() && !failed_) {
+    Task* t = pending_head_;
+    pending_head_ = t->next;
+    if (!pending_head_) pending_tail_ = nullptr;
+    SendTask(t);
+  }
+  if (logout_requested_ && !logout_sent_ && !failed_ && pending_head_ == nullptr &&
+      free_slots_.size() == kSlots - 1) {
+    SendLogout();
+  }
+}
+
+void Session::SendTask(Task* t) {
+  const uint32_t slot = free_slots_.back();
+  free_slots_.pop_back();
+  uint32_t itt;
+  do {
+    itt = ++slot_generation_[slot] << kSlotBits | slot;
+  } while (itt == kReservedTag);
+  slots_[slot] = t;
+  t->itt = itt;
+  t->cmdsn = window_.Take();
+  t->data_in_bytes = 0;
+  t->next_data_sn = 0;
+  t->next_r2t_sn = 0;
+  t->immediate_bytes = 0;
+  t->unsolicited_bytes = 0;
+  t->scsi_status = 0;
+  t->sense_length = 0;
+  t->residual = 0;
+  t->residual_overflow = t->residual_underflow = false;
+
+  const NegotiatedParams& p = outcome_.params;
+  uint8_t flags = kTaskAttrSimple;
+  if (t->direction == DataDirection::kRead) flags |= kReadBit;
+  if (t->direction == DataDirection::kWrite && t->transfer_length > 0) {
+    flags |= kWriteBit;
+    const uint32_t first_burst = std::min(p.first_burst_length, t->transfer_length);
+    if (p.immediate_data) {
+      const uint32_t segment = p.rdma_extensions ? p.target_recv_data_segment_length
+                                                 : p.target_max_recv_data_segment_length;
+      t->immediate_bytes = std::min(first_burst, segment);
+    }
+    if (!p.initial_r2t) t->unsolicited_bytes = first_burst - t->immediate_bytes;
+  }
+  if (t->unsolicited_bytes == 0) flags |= kFinalBit;
+  Bhs& b = t->bhs;
+  b.Clear();
+  b.set_opcode(Opcode::kScsiCommand, false);
+  b.set_flags(flags);
+  b.set_data_segment_length(t->immediate_bytes);
+  b.set_lun(EncodeLun(t->lun));
+  b.set_itt(itt);
+  b.set_u32(bhs::kExpectedDataTransferLength, t->transfer_length);
+  b.set_u32(bhs::kCmdSN, t->cmdsn);
+  b.set_u32(bhs::kExpStatSN, exp_statsn_);
+  std::memcpy(&b.b[bhs::kCdb], t->cdb, std::min<size_t>(t->cdb_length, 16));
+  dm_->SendCommand(t);
+}
+
+Task* Session::LookupTask(uint32_t itt) const {
+  const uint32_t slot = itt & (kSlots - 1);
+  if (slot == 0) return nullptr;
+  Task* t = slots_[slot];
+  return t && t->itt == itt ? t : nullptr;
+}
+
+void Session::Complete(Task* t) {
+  const uint32_t slot = t->itt & (kSlots - 1);
+  slots_[slot] = nullptr;
+  free_slots_.push_back(slot);
+  t->on_complete(t);
+}
+
+void Session::UpdateSequence(const Bhs& bhs, bool has_statsn) {
+  window_.Update(bhs.u32(bhs::kExpCmdSN), bhs.u32(bhs::kMaxCmdSN));
+  if (has_statsn) {
+    const uint32_t next = bhs.u32(bhs::kStatSN) + 1;
+    if (SerialGreater(next, exp_statsn_)) exp_statsn_ = next;
+  }
+}
+
+void Session::ProtocolFailure(const std::string& what) {
+  dm_->Abort(Status::ProtocolError(what));
+}
+
+Status Session::PlaceDataIn(const Bhs& bhs, uint8_t** destination) {
+  Task* t = LookupTask(bhs.itt());
+  if (t == nullptr) return Status::ProtocolError("Data-In for unknown ITT " + Hex32(bhs.itt()));
+  if (t->direction != DataDirection::kRead) {
+    return Status::ProtocolError("Data-In for a command that reads no data (ITT " +
+                                 Hex32(bhs.itt()) + ")");
+  }
+  const uint32_t data_sn = bhs.u32(bhs::kDataSN);
+  if (data_sn != t->next_data_sn) {
+    return Status::ProtocolError("Data-In DataSN " + std::to_string(data_sn) + ", expected " +
+                                 std::to_string(t->next_data_sn) + " (ITT " + Hex32(t->itt) + ")");
+  }
+  const uint64_t offset = bhs.u32(bhs::kBufferOffset);
+  const uint64_t len = bhs.data_segment_length();
+  if (offset + len > t->transfer_length) {
+    return Status::ProtocolError("Data-In at offset " + std::to_string(offset) + " length " +
+                                 std::to_string(len) + " beyond the expected transfer length " +
+                                 std::to_string(t->transfer_length));
+  }
+  *destination = t->buffer + offset;
+  return Status::OK();
+}
+
+void Session::OnPdu(const Bhs& bhs, std::span<const uint8_t> data) {
+  last_receive_ = Clock::now();
+  switch (bhs.opcode()) {
+    case Opcode::kScsiResponse: HandleScsiResponse(bhs, data); break;
+    case Opcode::kDataIn: HandleDataIn(bhs, data); break;
+    case Opcode::kR2T: HandleR2T(bhs); break;
+    case Opcode::kNopIn: HandleNopIn(bhs, data); break;
+    case Opcode::kAsyncMessage: HandleAsync(bhs, data); break;
+    case Opcode::kReject: HandleReject(bhs, data); break;
+    case Opcode::kLogoutResponse: HandleLogoutResponse(bhs); break;
+    default:
+      ProtocolFailure(std::string("unexpected ") + OpcodeName(bhs.opcode()) +
+                      " in full feature phase");
+      return;
+  }
+  Dispatch();
+}
+
+void Session::HandleScsiResponse(const Bhs& bhs, std::span<const uint8_t> data) {
+  Task* t = LookupTask(bhs.itt());
+  if (t == nullptr) {
+    ProtocolFailure("SCSI Response for unknown ITT " + Hex32(bhs.itt()));
+    return;
+  }
+  UpdateSequence(bhs, true);
+  const uint8_t response = bhs.b[2];
+  if (response != 0) {
+    t->status = Status::IoError("the target could not complete the command (iSCSI response 0x" +
+                                Hex32(response).substr(8) + ")");
+    Complete(t);
+    return;
+  }
+  t->scsi_status = bhs.b[3];
+  if (data.size() >= 2) {
+    const size_t len = std::min<size_t>({LoadBe16(data.data()), data.size() - 2, kMaxSenseLength});
+    std::memcpy(t->sense, data.data() + 2, len);
+    t->sense_length = static_cast<uint8_t>(len);
+  }
+  t->residual_overflow = bhs.flags() & kResidualOverflow;
+  t->residual_underflow = bhs.flags() & kResidualUnderflow;
+  if (t->residual_overflow || t->residual_underflow) t->residual = bhs.u32(bhs::kResidualCount);
+  if (t->direction == DataDirection::kRead && t->scsi_status == 0) {
+    const uint32_t expected =
+        t->transfer_length - (t->residual_underflow ? std::min(t->residual, t->transfer_length) : 0);
+    if (t->data_in_bytes < expected) {
+      // A target that claims data it never sent cannot be trusted with the next command.
+      const Status lie = Status::ProtocolError(
+          "the target reported success but sent " + std::to_string(t->data_in_bytes) + " of " +
+          std::to_string(expected) + " bytes");
+      t->status = lie;
+      Complete(t);
+      dm_->Abort(lie);
+      return;
+    }
+  }
+  Complete(t);
+}
+
+void Session::HandleDataIn(const Bhs& bhs, std::span<const uint8_t> data) {
+  Task* t = LookupTask(bhs.itt());
+  if (data.empty()) {
+    uint8_t* unused;
+    Status st = PlaceDataIn(bhs, &unused);
+    if (!st.ok()) {
+      dm_->Abort(st);
+      return;
+    }
+  }
+  ++t->next_data_sn;
+  t->data_in_bytes += static_cast<uint32_t>(data.size());
+  const bool has_status = bhs.flags() & kStatusBit;
+  UpdateSequence(bhs, has_status);
+  if (!has_status) return;
+  t->scsi_status = bhs.b[3];
+  t->residual_overflow = bhs.flags() & kResidualOverflow;
+  t->residual_underflow = bhs.flags() & kResidualUnderflow;
+  if (t->residual_overflow || t->residual_underflow) t->residual = bhs.u32(bhs::kResidualCount);
+  const uint32_t expected =
+      t->transfer_length - (t->residual_underflow ? std::min(t->residual, t->transfer_length) : 0);
+  if (t->scsi_status == 0 && t->data_in_bytes < expected) {
+    const Status lie = Status::ProtocolError(
+        "the target reported success but sent " + std::to_string(t->data_in_bytes) + " of " +
+        std::to_string(expected) + " bytes");
+    t->status = lie;
+    Complete(t);
+    dm_->Abort(lie);
+    return;
+  }
+  Complete(t);
+}
+
+void Session::HandleR2T(const Bhs& bhs) {
+  Task* t = LookupTask(bhs.itt());
+  if (t == nullptr) {
+    ProtocolFailure("R2T for unknown ITT " + Hex32(bhs.itt()));
+    return;
+  }
+  if (t->direction != DataDirection::kWrite) {
+    ProtocolFailure("R2T for a command that writes no data (ITT " + Hex32(t->itt) + ")");
+    return;
+  }
+  const uint32_t r2t_sn = bhs.u32(bhs::kDataSN);
+  if (r2t_sn != t->next_r2t_sn) {
+    ProtocolFailure("R2TSN " + std::to_string(r2t_sn) + ", expected " +
+                    std::to_string(t->next_r2t_sn));
+    return;
+  }
+  const uint64_t offset = bhs.u32(bhs::kBufferOffset);
+  const uint64_t len = bhs.u32(bhs::kDesiredLength);
+  if (offset + len > t->transfer_length || len > outcome_.params.max_burst_length) {
+    ProtocolFailure("R2T for offset " + std::to_string(offset) + " length " + std::to_string(len) +
+                    " outside the command's " + std::to_string(t->transfer_length) +
+                    " bytes or above MaxBurstLength");
+    return;
+  }
+  ++t->next_r2t_sn;
+  UpdateSequence(bhs, false);
+  dm_->SendDataOut(t, bhs.u32(bhs::kTtt), static_cast<uint32_t>(offset),
+                   static_cast<uint32_t>(len));
+}
+
+void Session::HandleNopIn(const Bhs& bhs, std::span<const uint8_t>) {
+  if (bhs.itt() != kReservedTag) {
+    if (bhs.itt() != control_itt_ || !nop_outstanding_) {
+      ProtocolFailure("NOP-In for unknown ITT " + Hex32(bhs.itt()));
+      return;
+    }
+    UpdateSequence(bhs, true);
+    nop_outstanding_ = false;
+    return;
+  }
+  UpdateSequence(bhs, false);
+  const uint32_t ttt = bhs.u32(bhs::kTtt);
+  if (ttt == kReservedTag) return;  // unsolicited, needs no answer (tgt over iSER)
+  Bhs reply;
+  reply.set_opcode(Opcode::kNopOut, true);
+  reply.set_flags(kFinalBit);
+  reply.set_lun(bhs.lun());
+  reply.set_itt(kReservedTag);
+  reply.set_u32(bhs::kTtt, ttt);
+  reply.set_u32(bhs::kCmdSN, window_.next());
+  reply.set_u32(bhs::kExpStatSN, exp_statsn_);
+  dm_->SendControl(reply, {});
+}
+
+void Session::HandleAsync(const Bhs& bhs, std::span<const uint8_t> data) {
+  UpdateSequence(bhs, true);
+  const uint8_t event = bhs.b[36];
+  const std::string who = Describe();
+  switch (event) {
+    case 0: {
+      Sense sense;
+      if (data.size() >= 2) {
+        const size_t len = std::min<size_t>(LoadBe16(data.data()), data.size() - 2);
+        sense = DecodeSense(data.subspan(2, len));
+      }
+      Log(LogLevel::kInfo, who + " reported a SCSI asynchronous event: " + sense.ToString());
+      break;
+    }
+    case 1:
+      Log(LogLevel::kWarning, who + " asks us to log out within " +
+                                  std::to_string(bhs.u16(42)) + " s; logging out");
+      logout_requested_ = true;
+      break;
+    case 2:
+    case 3:
+      Log(LogLevel::kWarning, who + " announced that it will drop the connection (Async event " +
+                                  std::to_string(event) + ")");
+      break;
+    case 4:
+      Log(LogLevel::kInfo, who + " asked to renegotiate parameters; keeping the current ones");
+      break;
+    default:
+      Log(LogLevel::kInfo, who + " sent vendor-specific async event " + std::to_string(event));
+      break;
+  }
+}
+
+void Session::HandleReject(const Bhs& bhs, std::span<const uint8_t> data) {
+  UpdateSequence(bhs, true);
+  const uint8_t reason = bhs.b[2];
+  const std::string why = std::string("target rejected a PDU: ") + RejectReasonName(reason);
+  if (data.size() < kBhsLength) {
+    ProtocolFailure(why + " (without the rejected header)");
+    return;
+  }
+  Bhs rejected;
+  std::memcpy(rejected.data(), data.data(), kBhsLength);
+  if (rejected.opcode() == Opcode::kScsiCommand && reason != 0x02) {
+    if (Task* t = LookupTask(rejected.itt())) {
+      t->status = Status::ProtocolError(why + " (SCSI Command, CDB opcode 0x" +
+                                        Hex32(rejected.b[bhs::kCdb]).substr(8) + ")");
+      Complete(t);
+      return;
+    }
+  }
+  // At error recovery level 0 a rejected Data-Out or NOP cannot be retried: the task would hang.
+  ProtocolFailure(why + " (" + OpcodeName(rejected.opcode()) + ")");
+}
+
+void Session::HandleLogoutResponse(const Bhs& bhs) {
+  UpdateSequence(bhs, true);
+  if (bhs.b[2] != 0) {
+    Log(LogLevel::kWarning, Describe() + " answered Logout with response " +
+                                std::to_string(bhs.b[2]));
+  }
+  std::lock_guard<std::mutex> lock(close_mu_);
+  logout_done_ = true;
+  close_cv_.notify_all();
+}
+
+void Session::SendNopOut() {
+  control_itt_ = ++slot_generation_[0] << kSlotBits;
+  Bhs nop;
+  nop.set_opcode(Opcode::kNopOut, true);
+  nop.set_flags(kFinalBit);
+  nop.set_itt(control_itt_);
+  nop.set_u32(bhs::kTtt, kReservedTag);
+  nop.set_u32(bhs::kCmdSN, window_.next());
+  nop.set_u32(bhs::kExpStatSN, exp_statsn_);
+  dm_->SendControl(nop, {});
+  nop_outstanding_ = true;
+  nop_sent_ = Clock::now();
+}
+
+void Session::SendLogout() {
+  logout_sent_ = true;
+  Bhs logout;
+  logout.set_opcode(Opcode::kLogoutRequest, true);
+  logout.set_flags(kFinalBit | 0);  // reason 0: close the session
+  logout.set_itt(++slot_generation_[0] << kSlotBits | 0);
+  logout.set_u32(bhs::kCmdSN, window_.next());
+  logout.set_u32(bhs::kExpStatSN, exp_statsn_);
+  dm_->SendControl(logout, {});
+}
+
+void Session::OnTimer() {
+  if (failed_) return;
+  if (logout_requested_) Dispatch();
+  const auto now = Clock::now();
+  if (nop_outstanding_ && now - nop_sent_ > options_.nop_timeout) {
+    dm_->Abort(Status::Timeout(
+        "no answer to NOP-Out within " +
+        std::to_string(options_.nop_timeout.count() / 1000.0).substr(0, 4) +
+        " s: the target stopped responding"));
+    return;
+  }
+  if (options_.nop_interval.count() > 0 && !nop_outstanding_ &&
+      now - last_receive_ > options_.nop_interval) {
+    SendNopOut();
+  }
+}
+
+void Session::FailAll(const Status& status) {
+  for (uint32_t s = 1; s < kSlots; ++s) {
+    if (Task* t = slots_[s]) {
+      t->status = status;
+      Complete(t);
+    }
+  }
+  Task* lists[2] = {pending_head_, nullptr};
+  pending_head_ = pending_tail_ = nullptr;
+  {
+    std::lock_guard<std::mutex> lock(submit_mu_);
+    lists[1] = submit_head_;
+    submit_head_ = submit_tail_ = nullptr;
+  }
+  for (Task* t : lists) {
+    while (t) {
+      Task* next = t->next;
+      t->status = status;
+      t->on_complete(t);
+      t = next;
+    }
+  }
+}
+
+void Session::OnConnectionError(const Status& status) {
+  failure_ = status;
+  failed_ = true;
+  Log(logout_sent_ ? LogLevel::kDebug : LogLevel::kError, status.message());
+  FailAll(status);
+  std::lock_guard<std::mutex> lock(close_mu_);
+  close_cv_.notify_all();
+}
+
+Status Session::Close() {
+  if (closed_ || !dm_) return Status::OK();
+  closed_ = true;
+  Status result;
+  if (!failed_) {
+    logout_requested_ = true;
+    dm_->Wake();
+    std::unique_lock<std::mutex> lock(close_mu_);
+    if (!close_cv_.wait_for(lock, options_.logout_timeout,
+                            [this] { return logout_done_ || failed_.load(); })) {
+      result = Status::Timeout("no Logout Response from " + Describe() + " within " +
+                               std::to_string(options_.logout_timeout.count()) + " ms");
+    } else if (!logout_done_) {
+      result = failure_;
+    }
+  }
+  dm_->Shutdown();
+  FailAll(Status::Aborted("the session to " + Describe() + " was closed"));
+  return result;
+}
+
+}  // namespace iser

@@ -1,0 +1,148 @@
+// Session: a logged-in iSCSI Normal session over one connection, in full feature phase.
+//
+// Open connects (following login redirects), logs in and starts the connection's I/O thread.
+// Submit may be called from any thread; each Task completes exactly once through its
+// on_complete, on the I/O thread. The session keeps the CmdSN window (commands past MaxCmdSN
+// wait, in order, and are never failed for it), the ITT table (1023 commands in flight at most),
+// immediate and unsolicited data per FirstBurstLength, R2T → Data-Out, Data-In with
+// phase-collapsed status, residuals and sense, NOP-In/NOP-Out in both directions with a
+// keepalive timeout, Async Messages, Rejects and Logout.
+//
+// When the connection fails every unfinished task completes with an error naming the portal and
+// the cause, promptly; later submissions fail at once. Close() logs out (bounded by a timeout)
+// after the in-flight tasks have completed.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "discovery/url.h"
+#include "initiator/base/status.h"
+#include "initiator/login/login.h"
+#include "initiator/session/serial.h"
+#include "initiator/session/task.h"
+#include "initiator/transport/datamover.h"
+
+namespace iser {
+
+struct SessionOptions {
+  Portal portal;
+  std::string target_name;
+  TransportKind transport = TransportKind::kTcp;
+  std::string initiator_name;
+  std::string initiator_alias;
+  ChapCredentials chap;
+  OperationalOffer offer;
+  std::chrono::milliseconds login_timeout{15000};
+  std::chrono::milliseconds nop_interval{5000};  // 0: no keepalive
+  std::chrono::milliseconds nop_timeout{5000};
+  std::chrono::milliseconds logout_timeout{5000};
+  int max_redirects = 4;
+};
+
+// Makes the datamover for a transport; the iSER transport registers itself here.
+using DatamoverFactory = std::function<Result<std::unique_ptr<Datamover>>(TransportKind)>;
+Result<std::unique_ptr<Datamover>> MakeDatamover(TransportKind kind);
+
+// Connects to options.portal and logs in, following redirects. Used by Session::Open and by the
+// Discovery session. On success *dm is connected and logged in, *outcome describes the session.
+Status ConnectAndLogin(const SessionOptions& options, SessionType type,
+                       std::unique_ptr<Datamover>* dm, LoginOutcome* outcome,
+                       Portal* connected_portal);
+
+class Session final : private DatamoverEvents {
+ public:
+  static Result<std::unique_ptr<Session>> Open(const SessionOptions& options);
+  ~Session() override;
+
+  Session(const Session&) = delete;
+  Session& operator=(const Session&) = delete;
+
+  void Submit(Task* task);
+  // Submits and waits. Not from the I/O thread.
+  void Execute(Task* task);
+  // Logs out and stops the I/O thread; idempotent. In-flight tasks should have completed.
+  Status Close();
+
+  const NegotiatedParams& params() const { return outcome_.params; }
+  const Portal& portal() const { return portal_; }
+  const std::string& target_name() const { return options_.target_name; }
+  std::string Describe() const;
+  // The most data one SCSI command may carry on this session (transport limits).
+  uint32_t max_transfer_bytes() const { return max_transfer_bytes_; }
+  bool healthy() const { return !failed_.load(); }
+
+ private:
+  explicit Session(const SessionOptions& options);
+
+  // DatamoverEvents (I/O thread).
+  void OnWake() override;
+  void OnTimer() override;
+  Status PlaceDataIn(const Bhs& bhs, uint8_t** destination) override;
+  void OnPdu(const Bhs& bhs, std::span<const uint8_t> data) override;
+  void OnConnectionError(const Status& status) override;
+
+  void Enqueue(Task* task);
+  void Dispatch();
+  void SendTask(Task* task);
+  Task* LookupTask(uint32_t itt) const;
+  void Complete(Task* task);
+  void FailAll(const Status& status);
+  void UpdateSequence(const Bhs& bhs, bool has_statsn);
+  void HandleScsiResponse(const Bhs& bhs, std::span<const uint8_t> data);
+  void HandleDataIn(const Bhs& bhs, std::span<const uint8_t> data);
+  void HandleR2T(const Bhs& bhs);
+  void HandleNopIn(const Bhs& bhs, std::span<const uint8_t> data);
+  void HandleAsync(const Bhs& bhs, std::span<const uint8_t> data);
+  void HandleReject(const Bhs& bhs, std::span<const uint8_t> data);
+  void HandleLogoutResponse(const Bhs& bhs);
+  void SendNopOut();
+  void SendLogout();
+  void ProtocolFailure(const std::string& what);
+
+  SessionOptions options_;
+  Portal portal_;
+  LoginOutcome outcome_;
+  std::unique_ptr<Datamover> dm_;
+  uint32_t max_transfer_bytes_ = 0;
+
+  // Submissions from other threads.
+  std::mutex submit_mu_;
+  Task* submit_head_ = nullptr;
+  Task* submit_tail_ = nullptr;
+  bool wake_pending_ = false;
+
+  // I/O thread state.
+  CmdWindow window_;
+  uint32_t exp_statsn_ = 0;
+  Task* pending_head_ = nullptr;  // waiting for the window or an ITT slot, in order
+  Task* pending_tail_ = nullptr;
+  static constexpr uint32_t kSlotBits = 10;
+  static constexpr uint32_t kSlots = 1u << kSlotBits;  // slot 0: NOP-Out and Logout
+  std::vector<Task*> slots_;
+  std::vector<uint32_t> slot_generation_;
+  std::vector<uint32_t> free_slots_;
+  uint32_t control_itt_ = 0;
+  Clock::time_point last_receive_;
+  bool nop_outstanding_ = false;
+  Clock::time_point nop_sent_;
+  std::atomic<bool> failed_{false};
+  Status failure_;
+  bool logout_sent_ = false;
+
+  // Close() waits on this for the Logout Response or a failure.
+  std::mutex close_mu_;
+  std::condition_variable close_cv_;
+  bool logout_done_ = false;
+  std::atomic<bool> logout_requested_{false};
+  bool closed_ = false;
+};
+
+}  // namespace iser

@@ -1,0 +1,86 @@
+// Datamover: the interface between the session and a transport (RFC 5047's term). A transport
+// owns one connection: its socket or QP, its I/O thread, framing, digests, and how SCSI data
+// moves (Data-In/R2T/Data-Out over TCP; RDMA READ/WRITE driven by the target over iSER). The
+// session above it owns tasks, sequence numbers and the protocol state; it never learns how bytes
+// travel.
+//
+// Two phases:
+//  - Login (and discovery): the caller's thread exchanges PDUs synchronously with SendPdu and
+//    ReceivePdu, each bounded by a deadline. Digests are off.
+//  - Full feature: after EnterFullFeature and Start, the datamover's I/O thread runs the
+//    connection and calls DatamoverEvents; SendCommand/SendDataOut/SendControl may only be
+//    called on that thread (from inside an event). Wake may be called from any thread.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "initiator/base/status.h"
+#include "initiator/login/negotiation.h"
+#include "initiator/pdu/bhs.h"
+
+namespace iser {
+
+struct Task;
+struct Portal;
+
+using Clock = std::chrono::steady_clock;
+using Deadline = Clock::time_point;
+
+class DatamoverEvents {
+ public:
+  virtual ~DatamoverEvents() = default;
+  // Wake() was called (submissions are waiting).
+  virtual void OnWake() = 0;
+  // About once a second while started: keepalive and timeout checks.
+  virtual void OnTimer() = 0;
+  // A Data-In header arrived with a data segment: return where its bytes go (the task's buffer
+  // at Buffer Offset) after checking ITT, offset, length and DataSN. An error fails the
+  // connection.
+  virtual Status PlaceDataIn(const Bhs& bhs, uint8_t** destination) = 0;
+  // A complete PDU (header checked, digests verified, Data-In data already placed).
+  virtual void OnPdu(const Bhs& bhs, std::span<const uint8_t> data) = 0;
+  // The connection failed (peer closed, malformed PDU, digest error, timeout). Called once; no
+  // PDU events follow, OnWake still does so the session can fail new submissions.
+  virtual void OnConnectionError(const Status& status) = 0;
+};
+
+class Datamover {
+ public:
+  virtual ~Datamover() = default;
+
+  virtual Status Connect(const Portal& portal, Deadline deadline) = 0;
+  // "TCP 127.0.0.1:3260" — for messages.
+  virtual std::string Describe() const = 0;
+
+  // Login phase, caller's thread.
+  virtual Status SendPdu(const Bhs& bhs, std::span<const uint8_t> data, Deadline deadline) = 0;
+  virtual Status ReceivePdu(Bhs* bhs, std::vector<uint8_t>* data, Deadline deadline) = 0;
+  // The most data one SCSI command may carry over this connection.
+  virtual uint32_t MaxTransferBytes() const = 0;
+  // Applies what login negotiated (digests, segment lengths) to everything that follows.
+  virtual Status EnterFullFeature(const NegotiatedParams& params) = 0;
+
+  // Full feature phase.
+  virtual Status Start(DatamoverEvents* events) = 0;
+  virtual void Wake() = 0;
+  virtual bool OnIoThread() const = 0;
+  // Sends task->bhs followed by task->immediate_bytes of immediate data and then
+  // task->unsolicited_bytes as unsolicited Data-Out (TTT 0xffffffff). iSER instead advertises
+  // the task's buffer to the target.
+  virtual void SendCommand(Task* task) = 0;
+  // Answers an R2T: Data-Out PDUs of at most the target's MaxRecvDataSegmentLength.
+  virtual void SendDataOut(Task* task, uint32_t ttt, uint32_t offset, uint32_t length) = 0;
+  // NOP-Out, Logout, TMF, Text: the header and data are copied.
+  virtual void SendControl(const Bhs& bhs, std::span<const uint8_t> data) = 0;
+  // Fails the connection from the I/O thread (e.g. a keepalive timeout): closes it and reports
+  // OnConnectionError with this status.
+  virtual void Abort(const Status& status) = 0;
+  // Closes the connection and joins the I/O thread. Idempotent; not from the I/O thread.
+  virtual void Shutdown() = 0;
+};
+
+}  // namespace iser

@@ -1,0 +1,124 @@
+// The iSER datamover (RFC 7145, iSER-assisted mode): one RDMA CM connection (RC QP) to the
+// portal, carrying every PDU in an RDMA SEND behind the 28-byte iSER header. The target moves
+// SCSI data itself: RDMA WRITE into our read buffers, RDMA READ from our write buffers, using
+// the STags and addresses we advertise in the command's iSER header; no Data-In, R2T or
+// Data-Out cross the wire (a target that sends them breaks the protocol).
+//
+// Written against the standard rdma-core API only (librdmacm + libibverbs): the same code runs
+// on RDMA hardware and on softrdma.
+//
+// Memory: a pool of data buffers, each registered as its own MR so an advertised STag exposes
+// exactly one I/O's buffer; data is copied between the caller's buffer and the slot (reads when
+// the SCSI Response arrives, writes before the command is sent). Receive buffers (28 + 48 +
+// 8192 bytes each) and send buffers are registered once. Everything is registered before the
+// connection is made, and RLIMIT_MEMLOCK is checked first so a small `ulimit -l` gives a clear
+// error instead of a failed registration.
+//
+// Flow control: all receives are posted before connecting (more than the CmdSN window the
+// session honours plus room for NOP-In pings and Async Messages), and every receive is reposted
+// as soon as its completion is processed; sends never exceed the send queue.
+#pragma once
+
+#include <infiniband/verbs.h>
+#include <rdma/rdma_cma.h>
+
+#include <atomic>
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "initiator/transport/datamover.h"
+
+namespace iser {
+
+class IserDatamover final : public Datamover {
+ public:
+  IserDatamover();
+  ~IserDatamover() override;
+
+  Status Connect(const Portal& portal, Deadline deadline) override;
+  std::string Describe() const override { return "iSER " + peer_; }
+  Status SendPdu(const Bhs& bhs, std::span<const uint8_t> data, Deadline deadline) override;
+  Status ReceivePdu(Bhs* bhs, std::vector<uint8_t>* data, Deadline deadline) override;
+  Status EnterFullFeature(const NegotiatedParams& params) override;
+  uint32_t MaxTransferBytes() const override { return kDataSlotBytes; }
+  Status Start(DatamoverEvents* events) override;
+  void Wake() override;
+  bool OnIoThread() const override { return std::this_thread::get_id() == io_thread_id_; }
+  void SendCommand(Task* task) override;
+  void SendDataOut(Task* task, uint32_t ttt, uint32_t offset, uint32_t length) override;
+  void SendControl(const Bhs& bhs, std::span<const uint8_t> data) override;
+  void Abort(const Status& status) override { Fail(status); }
+  void Shutdown() override;
+
+  // tgt refuses more than 512 KiB per command and direction (iser-protocol.md §8.4).
+  static constexpr uint32_t kDataSlotBytes = 512 * 1024;
+
+ private:
+  struct DataSlot {
+    uint8_t* addr = nullptr;
+    ibv_mr* mr = nullptr;
+    Task* task = nullptr;  // the command using it
+  };
+  struct SendSlot {
+    uint8_t* addr = nullptr;
+    bool busy = false;
+  };
+  struct Pending {  // waits for a send slot or a data slot
+    Task* task;     // a command, or nullptr for a control PDU
+    Bhs bhs;
+    std::vector<uint8_t> data;
+  };
+
+  Status SetUpResources(ibv_context* verbs);
+  Status CheckMemlock(size_t bytes) const;
+  Status PostReceive(uint32_t index);
+  Status WaitCmEvent(rdma_cm_event_type want, Deadline deadline, const char* what);
+  // Processes completions until one receive arrives (login phase) or the deadline passes.
+  Status PollForReceive(uint32_t* index, uint32_t* length, Deadline deadline);
+  void Run();
+  void DrainCompletions();
+  void HandleReceive(uint32_t index, uint32_t length);
+  void HandleCmEvent();
+  bool TrySend(Task* task, const Bhs& bhs, std::span<const uint8_t> data);
+  void SendQueued();
+  int FreeSendSlot();
+  Status PostSend(int slot, size_t length);
+  void Fail(Status status);
+  void Teardown();
+
+  std::string peer_;
+  rdma_event_channel* cm_channel_ = nullptr;
+  rdma_cm_id* id_ = nullptr;
+  ibv_pd* pd_ = nullptr;
+  ibv_comp_channel* comp_channel_ = nullptr;
+  ibv_cq* cq_ = nullptr;
+  bool qp_created_ = false;
+  bool connected_ = false;
+  uint8_t responder_resources_ = 1;
+
+  std::vector<uint8_t*> regions_;  // page-aligned allocations, freed at teardown
+  ibv_mr* recv_mr_ = nullptr;
+  uint8_t* recv_base_ = nullptr;
+  ibv_mr* send_mr_ = nullptr;
+  std::vector<SendSlot> send_slots_;
+  std::vector<DataSlot> data_slots_;
+  std::vector<DataSlot*> by_itt_;  // ITT slot bits → the data slot of that command
+  std::deque<Pending> pending_;
+  std::deque<uint32_t> ready_receives_;  // completed receives seen while waiting for a send
+
+  DatamoverEvents* events_ = nullptr;
+  std::thread io_thread_;
+  std::thread::id io_thread_id_;
+  std::atomic<bool> stopping_{false};
+  bool failed_ = false;
+  int epoll_fd_ = -1;
+  int wake_fd_ = -1;
+  int timer_fd_ = -1;
+  uint32_t target_recv_dsl_ = 8192;
+};
+
+}  // namespace iser

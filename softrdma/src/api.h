@@ -1,0 +1,20 @@
+// Entry points shared between softrdma's translation units and its librdmacm half.
+// Contract: shared_context() is the single ibv_context of softrdma0, created on first use;
+// qp_attach/qp_detach bind a QP to a connection (by the CM) and move it to RTS / error.
+#pragma once
+
+#include <infiniband/verbs.h>
+
+#include <memory>
+
+namespace softrdma {
+
+struct Conn;
+
+ibv_context* shared_context();
+void fill_context_ops(ibv_context_ops* ops);
+void qp_attach(ibv_qp* qp, const std::shared_ptr<Conn>& c, uint32_t remote_qpn, uint8_t rnr_retry);
+// Peer gone (graceful or not): outstanding sends complete with `status`, the rest flush.
+void qp_disconnected(ibv_qp* qp, ibv_wc_status status);
+
+}  // namespace softrdma

@@ -1,0 +1,54 @@
+// softrdma's RDMA CM objects. Contract: CmIdImpl starts with the public rdma_cm_id and EventChannel
+// with the public rdma_event_channel, whose fd is an eventfd counting queued events, so
+// rdma_get_cm_event blocks in read() (a cancellation point) without holding any lock.
+#pragma once
+
+#include <rdma/rdma_cma.h>
+
+#include <deque>
+#include <memory>
+#include <mutex>
+
+#include "conn.h"
+
+namespace softrdma {
+
+struct EventChannel {
+  rdma_event_channel pub;
+  std::mutex mu;
+  std::deque<rdma_cm_event*> events;
+};
+
+enum class IdState {
+  Idle,
+  AddrResolved,
+  RouteResolved,
+  Listening,
+  Connecting,
+  Requested,
+  Accepting,
+  Connected,
+  Disconnected
+};
+
+struct CmIdImpl {
+  rdma_cm_id pub;
+  std::mutex mu;
+  IdState state = IdState::Idle;
+  std::shared_ptr<Conn> conn;
+  int listen_fd = -1;
+  sockaddr_storage src{};
+  sockaddr_storage dst{};
+  uint8_t rnr_retry = 7;
+  uint8_t peer_rnr_retry = 7;
+  bool reaches_peer = false;  // our cross-memory probe of the peer worked
+  uint32_t remote_qpn = 0;
+  bool timewait_sent = false;
+};
+
+struct CmEvent {
+  rdma_cm_event pub;
+  uint8_t pdata[kMaxPrivateData];
+};
+
+}  // namespace softrdma

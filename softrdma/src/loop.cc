@@ -1,0 +1,222 @@
+// The background loop: one thread per process, started lazily on the first connection (never in a
+// constructor: tgtd daemonizes first), with every signal blocked (tgtd reads them via signalfd).
+// It waits in epoll on listeners and connections; nothing here polls.
+#include <pthread.h>
+#include <signal.h>
+#include <sys/epoll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <map>
+
+#include "conn.h"
+#include "log.h"
+
+namespace softrdma {
+namespace {
+
+struct Loop {
+  std::mutex mu;
+  int ep = -1;
+  pid_t owner = 0;
+  std::map<int, std::shared_ptr<Conn>> conns;
+  std::map<int, CmIdImpl*> listeners;
+  const CmHooks* hooks = nullptr;
+};
+
+Loop& loop() {
+  static Loop* l = new Loop;
+  return *l;
+}
+
+void close_conn(const std::shared_ptr<Conn>& c) {
+  Loop& l = loop();
+  int fd;
+  {
+    std::lock_guard g(l.mu);
+    if (c->closed) return;
+    c->closed = true;
+    fd = c->fd;
+    epoll_ctl(l.ep, EPOLL_CTL_DEL, fd, nullptr);
+    l.conns.erase(fd);
+  }
+  {
+    std::lock_guard g(c->out_mu);
+    c->fd = -1;
+    c->out.clear();
+  }
+  close(fd);
+  if (l.hooks) l.hooks->on_close(c);
+}
+
+void dispatch(const std::shared_ptr<Conn>& c, const WireHdr* h) {
+  if (h->type == Msg::Op || h->type == Msg::Ack || h->type == Msg::Nak || h->type == Msg::ReadResp)
+    transport_message(c, h);
+  else if (loop().hooks)
+    loop().hooks->on_message(c, h);
+}
+
+// Reads what the socket has and dispatches every complete message. The buffer only grows (no
+// per-read clearing); a partial message stays at its front.
+void read_conn(const std::shared_ptr<Conn>& c) {
+  constexpr size_t kChunk = 256 * 1024;
+  if (c->in.size() < c->in_used + kChunk) c->in.resize(c->in_used + kChunk);
+  ssize_t n = recv(c->fd, c->in.data() + c->in_used, c->in.size() - c->in_used, MSG_DONTWAIT);
+  if (n < 0 && (errno == EAGAIN || errno == EINTR)) return;
+  if (n <= 0) {
+    close_conn(c);
+    return;
+  }
+  c->in_used += n;
+  size_t pos = 0;
+  while (!c->closed && c->in_used - pos >= sizeof(WireHdr)) {
+    const auto* h = reinterpret_cast<const WireHdr*>(c->in.data() + pos);
+    if (h->len < sizeof(WireHdr) || h->len > (1u << 30)) {
+      log_warn("malformed message on a connection; closing it");
+      close_conn(c);
+      return;
+    }
+    if (c->in_used - pos < h->len) break;
+    dispatch(c, h);
+    pos += h->len;
+  }
+  if (c->closed) return;
+  memmove(c->in.data(), c->in.data() + pos, c->in_used - pos);
+  c->in_used -= pos;
+  transport_send_ack(c);
+}
+
+void accept_on(int lfd, CmIdImpl* listener) {
+  for (;;) {
+    int fd = accept4(lfd, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
+    if (fd < 0) return;
+    conn_add(fd, listener, true);
+  }
+}
+
+void* run(void*) {
+  Loop& l = loop();
+  epoll_event evs[64];
+  for (;;) {
+    int n = epoll_wait(l.ep, evs, 64, -1);
+    for (int i = 0; i < n; i++) {
+      int fd = evs[i].data.fd;
+      std::shared_ptr<Conn> c;
+      CmIdImpl* listener = nullptr;
+      {
+        std::lock_guard g(l.mu);
+        if (auto it = l.conns.find(fd); it != l.conns.end()) c = it->second;
+        if (auto it = l.listeners.find(fd); it != l.listeners.end()) listener = it->second;
+      }
+      if (listener) {
+        accept_on(fd, listener);
+        continue;
+      }
+      if (!c) continue;
+      if (evs[i].events & EPOLLOUT) {
+        std::lock_guard g(c->out_mu);
+        c->flush_locked();
+      }
+      if (evs[i].events & (EPOLLIN | EPOLLHUP | EPOLLERR)) read_conn(c);
+    }
+  }
+  return nullptr;
+}
+
+// Starts the loop thread in this process (again after a fork: threads do not survive it).
+void ensure_started() {
+  Loop& l = loop();
+  std::lock_guard g(l.mu);
+  if (l.owner == getpid()) return;
+  if (l.ep >= 0) close(l.ep);
+  l.conns.clear();
+  l.listeners.clear();
+  l.ep = epoll_create1(EPOLL_CLOEXEC);
+  sigset_t all, old;
+  sigfillset(&all);
+  pthread_sigmask(SIG_SETMASK, &all, &old);
+  pthread_t t;
+  pthread_create(&t, nullptr, run, nullptr);
+  pthread_detach(t);
+  pthread_sigmask(SIG_SETMASK, &old, nullptr);
+  l.owner = getpid();
+}
+
+}  // namespace
+
+void Conn::flush_locked() {
+  while (!out.empty() && fd >= 0) {
+    ssize_t n = ::send(fd, out.data(), out.size(), MSG_DONTWAIT | MSG_NOSIGNAL);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) break;
+    out.erase(0, n);
+  }
+  bool want = !out.empty() && fd >= 0;
+  if (want != want_out && fd >= 0) {
+    epoll_event ev{};
+    ev.events = want ? EPOLLIN | EPOLLOUT : EPOLLIN;
+    ev.data.fd = fd;
+    epoll_ctl(loop().ep, EPOLL_CTL_MOD, fd, &ev);
+    want_out = want;
+  }
+}
+
+void Conn::send(const void* data, size_t len) {
+  std::lock_guard g(out_mu);
+  if (fd < 0) return;
+  out.append(static_cast<const char*>(data), len);
+  flush_locked();
+}
+
+void Conn::cut() {
+  std::lock_guard g(out_mu);
+  if (fd >= 0) shutdown(fd, SHUT_RDWR);
+}
+
+std::shared_ptr<Conn> conn_add(int fd, CmIdImpl* id, bool awaiting_req) {
+  ensure_started();
+  auto c = std::make_shared<Conn>();
+  c->fd = fd;
+  c->id = id;
+  c->awaiting_req = awaiting_req;
+  int big = 8 << 20;
+  setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &big, sizeof big);
+  setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &big, sizeof big);
+  ucred cred{};
+  socklen_t cl = sizeof cred;
+  if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &cl) == 0) c->peer_pid = cred.pid;
+  Loop& l = loop();
+  std::lock_guard g(l.mu);
+  l.conns[fd] = c;
+  epoll_event ev{};
+  ev.events = EPOLLIN;
+  ev.data.fd = fd;
+  epoll_ctl(l.ep, EPOLL_CTL_ADD, fd, &ev);
+  return c;
+}
+
+void listener_add(int fd, CmIdImpl* listener) {
+  ensure_started();
+  Loop& l = loop();
+  std::lock_guard g(l.mu);
+  l.listeners[fd] = listener;
+  epoll_event ev{};
+  ev.events = EPOLLIN;
+  ev.data.fd = fd;
+  epoll_ctl(l.ep, EPOLL_CTL_ADD, fd, &ev);
+}
+
+void listener_remove(int fd) {
+  Loop& l = loop();
+  std::lock_guard g(l.mu);
+  epoll_ctl(l.ep, EPOLL_CTL_DEL, fd, nullptr);
+  l.listeners.erase(fd);
+}
+
+void set_cm_hooks(const CmHooks* hooks) {
+  loop().hooks = hooks;
+}
+
+}  // namespace softrdma

@@ -1,0 +1,585 @@
+// Protection domains, memory regions, completion queues and channels, and RC queue pairs with
+// their post/poll data path (the context ops the inline verbs jump through).
+#include <sched.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <random>
+#include <unordered_map>
+
+#include "api.h"
+#include "conn.h"
+#include "faults.h"
+#include "log.h"
+#include "objects.h"
+#include "strict.h"
+
+#undef ibv_reg_mr
+#undef ibv_reg_mr_iova
+
+using namespace softrdma;
+
+namespace softrdma {
+
+uint32_t random_u32() {
+  static std::mutex mu;
+  static std::mt19937 rng{std::random_device{}()};
+  std::lock_guard g(mu);
+  return rng();
+}
+
+namespace {
+
+struct Registry {
+  std::mutex mu;
+  std::unordered_map<uint32_t, Mr*> mrs;
+};
+Registry& registry() {
+  static auto* r = new Registry;
+  return *r;
+}
+
+template <class T, class P>
+T* impl(P* p) {
+  return static_cast<T*>(static_cast<void*>(p));
+}
+
+}  // namespace
+
+Mr* mr_by_rkey(uint32_t rkey) {
+  std::lock_guard g(registry().mu);
+  auto it = registry().mrs.find(rkey);
+  return it == registry().mrs.end() ? nullptr : it->second;
+}
+Mr* mr_by_lkey(uint32_t lkey) {
+  return mr_by_rkey(lkey);
+}
+
+void cq_push(Cq* cq, const ibv_wc& wc) {
+  std::lock_guard g(cq->mu);
+  if (cq->destroyed) return;
+  cq->entries.push_back(wc);
+  if (!cq->armed || !cq->pub.channel) return;
+  cq->armed = false;
+  auto* ch = impl<Channel>(cq->pub.channel);
+  {
+    std::lock_guard cg(ch->mu);
+    ch->events.push_back(&cq->pub);
+  }
+  uint64_t one = 1;
+  if (write(ch->pub.fd, &one, sizeof one) < 0) log_warn("completion event lost");
+}
+
+void qp_fail_locked(Qp* qp, ibv_wc_status first_status) {
+  qp->attr.qp_state = IBV_QPS_ERR;
+  auto* scq = impl<Cq>(qp->pub.send_cq);
+  auto* rcq = impl<Cq>(qp->pub.recv_cq);
+  ibv_wc_status st = first_status;
+  for (auto& w : qp->sq) {
+    ibv_wc wc{};
+    wc.wr_id = w.wr_id;
+    wc.status = st;
+    wc.qp_num = qp->pub.qp_num;
+    strict_poison_error(&wc);
+    cq_push(scq, wc);
+    st = IBV_WC_WR_FLUSH_ERR;
+  }
+  qp->sq.clear();
+  for (auto& r : qp->rq) {
+    ibv_wc wc{};
+    wc.wr_id = r.wr_id;
+    wc.status = IBV_WC_WR_FLUSH_ERR;
+    wc.opcode = IBV_WC_RECV;
+    wc.qp_num = qp->pub.qp_num;
+    strict_poison_error(&wc);
+    cq_push(rcq, wc);
+  }
+  qp->rq.clear();
+}
+
+void qp_attach(ibv_qp* q, const std::shared_ptr<Conn>& c, uint32_t remote_qpn, uint8_t rnr_retry) {
+  Qp* qp = impl<Qp>(q);
+  {
+    std::lock_guard g(c->mu);
+    c->qp = qp;
+  }
+  std::lock_guard g(qp->mu);
+  qp->conn = c;
+  qp->remote_qpn = remote_qpn;
+  qp->attr.dest_qp_num = remote_qpn;
+  qp->attr.rnr_retry = rnr_retry;
+  qp->attr.qp_state = IBV_QPS_RTS;
+}
+
+void qp_disconnected(ibv_qp* q, ibv_wc_status status) {
+  Qp* qp = impl<Qp>(q);
+  std::lock_guard g(qp->mu);
+  if (qp->attr.qp_state != IBV_QPS_ERR) qp_fail_locked(qp, status);
+}
+
+}  // namespace softrdma
+
+namespace {
+
+int poll_cq_locked(ibv_cq* c, int n, ibv_wc* wc) {
+  Cq* cq = impl<Cq>(c);
+  std::lock_guard g(cq->mu);
+  if (cq->destroyed) {
+    if (!cq->warned) log_warn("ibv_poll_cq on a destroyed CQ (answered empty)");
+    cq->warned = true;
+    return 0;
+  }
+  int i = 0;
+  for (; i < n && !cq->entries.empty(); i++) {
+    wc[i] = cq->entries.front();
+    cq->entries.pop_front();
+  }
+  return i;
+}
+
+// Busy-polling callers (perftest) would otherwise keep the loop threads that produce their
+// completions off the CPU when cores are few: an empty poll yields.
+int poll_cq_yielding(ibv_cq* c, int n, ibv_wc* wc) {
+  int got = poll_cq_locked(c, n, wc);
+  if (got == 0) sched_yield();
+  return got;
+}
+
+int req_notify_cq(ibv_cq* c, int) {
+  Cq* cq = impl<Cq>(c);
+  std::lock_guard g(cq->mu);
+  cq->armed = true;
+  return 0;
+}
+
+ibv_wc_opcode wc_opcode(ibv_wr_opcode op) {
+  switch (op) {
+    case IBV_WR_RDMA_WRITE:
+    case IBV_WR_RDMA_WRITE_WITH_IMM:
+      return IBV_WC_RDMA_WRITE;
+    case IBV_WR_RDMA_READ:
+      return IBV_WC_RDMA_READ;
+    default:
+      return IBV_WC_SEND;
+  }
+}
+
+bool supported(ibv_wr_opcode op) {
+  return op == IBV_WR_SEND || op == IBV_WR_SEND_WITH_IMM || op == IBV_WR_SEND_WITH_INV ||
+         op == IBV_WR_RDMA_WRITE || op == IBV_WR_RDMA_WRITE_WITH_IMM || op == IBV_WR_RDMA_READ;
+}
+
+// Local keys must name a live MR covering the SGE with the access the operation needs.
+bool sge_ok(Qp* qp, const ibv_sge& s, bool local_write) {
+  if (s.length == 0) return true;
+  Mr* mr = mr_by_lkey(s.lkey);
+  if (!mr || mr->destroyed || &mr->pd->pub != qp->pub.pd) return false;
+  if (local_write && !(mr->access & IBV_ACCESS_LOCAL_WRITE)) return false;
+  uint64_t start = reinterpret_cast<uintptr_t>(mr->pub.addr);
+  return s.addr >= start && s.length <= mr->pub.length &&
+         s.addr - start <= mr->pub.length - s.length;
+}
+
+int post_send(ibv_qp* q, ibv_send_wr* wr, ibv_send_wr** bad) {
+  Qp* qp = impl<Qp>(q);
+  std::lock_guard g(qp->mu);
+  for (; wr; wr = wr->next) {
+    if (qp->destroyed || qp->attr.qp_state < IBV_QPS_RTS || !supported(wr->opcode) ||
+        wr->num_sge < 0 || static_cast<uint32_t>(wr->num_sge) > qp->init.cap.max_send_sge) {
+      *bad = wr;
+      return EINVAL;
+    }
+    bool is_inline = (wr->send_flags & IBV_SEND_INLINE) && wr->opcode != IBV_WR_RDMA_READ;
+    uint64_t total = 0;
+    for (int i = 0; i < wr->num_sge; i++) total += wr->sg_list[i].length;
+    if (is_inline && total > qp->init.cap.max_inline_data) {
+      *bad = wr;
+      return EINVAL;
+    }
+    bool signaled = qp->init.sq_sig_all || (wr->send_flags & IBV_SEND_SIGNALED);
+    SendWqe w{
+        wr->wr_id, qp->next_psn++, wc_opcode(wr->opcode), static_cast<uint32_t>(total), signaled,
+        {}};
+    if (qp->attr.qp_state == IBV_QPS_ERR || !qp->conn) {
+      qp->sq.push_back(std::move(w));
+      qp_fail_locked(qp, IBV_WC_WR_FLUSH_ERR);
+      continue;
+    }
+    if (fault_drop_now()) {
+      log_debug("fault injection: dropping the connection of qp %u", qp->pub.qp_num);
+      qp->conn->cut();
+      qp->sq.push_back(std::move(w));
+      continue;
+    }
+    bool lk_ok = true;
+    if (!is_inline)
+      for (int i = 0; i < wr->num_sge; i++)
+        lk_ok = lk_ok && sge_ok(qp, wr->sg_list[i], wr->opcode == IBV_WR_RDMA_READ);
+    if (!lk_ok) {
+      qp->sq.push_back(std::move(w));
+      qp_fail_locked(qp, IBV_WC_LOC_PROT_ERR);
+      continue;
+    }
+    size_t nsge = is_inline ? 1 : wr->num_sge;
+    std::vector<uint8_t> msg(sizeof(WireOp) + nsge * sizeof(WireSge));
+    auto* op = reinterpret_cast<WireOp*>(msg.data());
+    op->hdr = {Msg::Op, static_cast<uint32_t>(msg.size())};
+    op->psn = w.psn;
+    op->opcode = wr->opcode;
+    op->num_sge = nsge;
+    op->rnr_retry = qp->attr.rnr_retry;
+    op->solicited = (wr->send_flags & IBV_SEND_SOLICITED) != 0;
+    op->imm = wr->opcode == IBV_WR_SEND_WITH_INV ? wr->invalidate_rkey : wr->imm_data;
+    op->rkey = wr->wr.rdma.rkey;
+    op->remote_addr = wr->wr.rdma.remote_addr;
+    op->total_len = total;
+    if (is_inline) {
+      // Inline data belongs to softrdma once posted: keep a copy the responder reads from.
+      for (int i = 0; i < wr->num_sge; i++) {
+        const auto* p = reinterpret_cast<const uint8_t*>(wr->sg_list[i].addr);
+        w.inline_data.insert(w.inline_data.end(), p, p + wr->sg_list[i].length);
+      }
+      op->sge[0] = {reinterpret_cast<uintptr_t>(w.inline_data.data()), total};
+    } else {
+      for (size_t i = 0; i < nsge; i++) op->sge[i] = {wr->sg_list[i].addr, wr->sg_list[i].length};
+    }
+    if (qp->conn->push) {
+      op->pushed = 1;
+      if (wr->opcode == IBV_WR_RDMA_READ) {
+        w.read_sge.assign(wr->sg_list, wr->sg_list + wr->num_sge);
+      } else {
+        // The responder cannot pull: the payload follows the message.
+        for (size_t i = 0; i < nsge; i++) {
+          const auto* p = reinterpret_cast<const uint8_t*>(op->sge[i].addr);
+          msg.insert(msg.end(), p, p + op->sge[i].len);
+        }
+        op = reinterpret_cast<WireOp*>(msg.data());
+        op->hdr.len = static_cast<uint32_t>(msg.size());
+      }
+    }
+    qp->sq.push_back(std::move(w));
+    qp->conn->send(msg.data(), msg.size());
+  }
+  return 0;
+}
+
+int post_recv(ibv_qp* q, ibv_recv_wr* wr, ibv_recv_wr** bad) {
+  Qp* qp = impl<Qp>(q);
+  std::shared_ptr<Conn> c;
+  {
+    std::lock_guard g(qp->mu);
+    for (; wr; wr = wr->next) {
+      if (qp->destroyed || qp->attr.qp_state == IBV_QPS_RESET || wr->num_sge < 0 ||
+          static_cast<uint32_t>(wr->num_sge) > qp->init.cap.max_recv_sge) {
+        *bad = wr;
+        return EINVAL;
+      }
+      RecvWqe r{wr->wr_id, {wr->sg_list, wr->sg_list + wr->num_sge}};
+      bool ok = true;
+      for (auto& s : r.sge) ok = ok && sge_ok(qp, s, true);
+      qp->rq.push_back(std::move(r));
+      if (qp->attr.qp_state == IBV_QPS_ERR || !ok) qp_fail_locked(qp, IBV_WC_WR_FLUSH_ERR);
+    }
+    c = qp->conn;
+  }
+  if (c) conn_kick(c);
+  return 0;
+}
+
+}  // namespace
+
+namespace softrdma {
+
+void fill_context_ops(ibv_context_ops* ops) {
+  ops->poll_cq = poll_cq_yielding;
+  ops->req_notify_cq = req_notify_cq;
+  ops->post_send = post_send;
+  ops->post_recv = post_recv;
+}
+
+}  // namespace softrdma
+
+extern "C" {
+
+ibv_pd* ibv_alloc_pd(ibv_context* ctx) {
+  auto* pd = new Pd();
+  pd->pub.context = ctx;
+  pd->pub.handle = random_u32();
+  log_debug("ibv_alloc_pd -> %p", static_cast<void*>(pd));
+  return &pd->pub;
+}
+
+int ibv_dealloc_pd(ibv_pd* pd) {
+  impl<Pd>(pd)->destroyed = true;
+  return 0;
+}
+
+ibv_mr* ibv_reg_mr(ibv_pd* pd, void* addr, size_t length, int access) {
+  if ((access & (IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_ATOMIC)) &&
+      !(access & IBV_ACCESS_LOCAL_WRITE)) {
+    errno = EINVAL;
+    return nullptr;
+  }
+  if (fault_fail_reg_mr()) {
+    log_debug("fault injection: ibv_reg_mr fails");
+    errno = ENOMEM;
+    return nullptr;
+  }
+  if (int err = strict_check_registration(addr, length)) {
+    errno = err;
+    return nullptr;
+  }
+  auto* mr = new Mr();
+  mr->pd = impl<Pd>(pd);
+  mr->access = access;
+  mr->pub.context = pd->context;
+  mr->pub.pd = pd;
+  mr->pub.addr = addr;
+  mr->pub.length = length;
+  std::lock_guard g(registry().mu);
+  uint32_t key;
+  do key = random_u32();
+  while (key == 0 || registry().mrs.count(key));
+  mr->pub.lkey = mr->pub.rkey = key;
+  mr->pub.handle = key;
+  registry().mrs[key] = mr;
+  log_debug("ibv_reg_mr %p+%zu access 0x%x -> key 0x%x", addr, length, access, key);
+  return &mr->pub;
+}
+
+ibv_mr* ibv_reg_mr_iova2(ibv_pd* pd, void* addr, size_t length, uint64_t, unsigned access) {
+  return ibv_reg_mr(pd, addr, length, static_cast<int>(access));
+}
+
+ibv_mr* ibv_reg_mr_iova(ibv_pd* pd, void* addr, size_t length, uint64_t iova, int access) {
+  return ibv_reg_mr_iova2(pd, addr, length, iova, access);
+}
+
+int ibv_dereg_mr(ibv_mr* m) {
+  Mr* mr = impl<Mr>(m);
+  std::lock_guard g(registry().mu);
+  if (!mr->destroyed) strict_release_registration(m->length);
+  registry().mrs.erase(m->rkey);
+  mr->destroyed = true;
+  return 0;
+}
+
+ibv_comp_channel* ibv_create_comp_channel(ibv_context* ctx) {
+  auto* ch = new Channel();
+  ch->pub.context = ctx;
+  ch->pub.fd = eventfd(0, EFD_CLOEXEC | EFD_SEMAPHORE);
+  ch->pub.refcnt = 0;
+  return &ch->pub;
+}
+
+int ibv_destroy_comp_channel(ibv_comp_channel* ch) {
+  if (ch->refcnt) return EBUSY;
+  close(ch->fd);
+  return 0;
+}
+
+ibv_cq* ibv_create_cq(ibv_context* ctx, int cqe, void* cq_context, ibv_comp_channel* ch, int) {
+  auto* cq = new Cq();
+  cq->pub.context = ctx;
+  cq->pub.channel = ch;
+  cq->pub.cq_context = cq_context;
+  cq->pub.cqe = cqe;
+  cq->capacity = cqe;
+  pthread_mutex_init(&cq->pub.mutex, nullptr);
+  pthread_cond_init(&cq->pub.cond, nullptr);
+  if (ch) ch->refcnt++;
+  return &cq->pub;
+}
+
+int ibv_destroy_cq(ibv_cq* c) {
+  Cq* cq = impl<Cq>(c);
+  std::lock_guard g(cq->mu);
+  if (cq->destroyed) return 0;
+  cq->destroyed = true;
+  cq->entries.clear();
+  if (c->channel) c->channel->refcnt--;
+  return 0;
+}
+
+int ibv_resize_cq(ibv_cq* c, int cqe) {
+  c->cqe = cqe;
+  return 0;
+}
+
+int ibv_get_cq_event(ibv_comp_channel* ch, ibv_cq** cq, void** cq_context) {
+  uint64_t v;
+  if (read(ch->fd, &v, sizeof v) != sizeof v) return -1;
+  auto* c = impl<Channel>(ch);
+  std::lock_guard g(c->mu);
+  if (c->events.empty()) return -1;
+  *cq = c->events.front();
+  c->events.pop_front();
+  *cq_context = (*cq)->cq_context;
+  return 0;
+}
+
+void ibv_ack_cq_events(ibv_cq*, unsigned) {}
+
+ibv_qp* ibv_create_qp(ibv_pd* pd, ibv_qp_init_attr* attr) {
+  if (attr->qp_type != IBV_QPT_RC || !attr->send_cq || !attr->recv_cq || attr->srq) {
+    errno = EOPNOTSUPP;
+    return nullptr;
+  }
+  auto* qp = new Qp();
+  if (attr->cap.max_inline_data < 64) attr->cap.max_inline_data = 64;
+  if (attr->cap.max_inline_data > 1024) attr->cap.max_inline_data = 1024;
+  qp->init = *attr;
+  qp->pub.context = pd->context;
+  qp->pub.qp_context = attr->qp_context;
+  qp->pub.pd = pd;
+  qp->pub.send_cq = attr->send_cq;
+  qp->pub.recv_cq = attr->recv_cq;
+  qp->pub.qp_type = IBV_QPT_RC;
+  qp->pub.state = IBV_QPS_RESET;
+  qp->pub.qp_num = random_u32() & 0xffffff;
+  qp->pub.handle = qp->pub.qp_num;
+  pthread_mutex_init(&qp->pub.mutex, nullptr);
+  pthread_cond_init(&qp->pub.cond, nullptr);
+  qp->attr.qp_state = IBV_QPS_RESET;
+  qp->attr.cap = attr->cap;
+  qp->attr.path_mtu = IBV_MTU_4096;
+  log_debug("ibv_create_qp -> qpn %u", qp->pub.qp_num);
+  return &qp->pub;
+}
+
+int ibv_modify_qp(ibv_qp* q, ibv_qp_attr* attr, int mask) {
+  Qp* qp = impl<Qp>(q);
+  std::lock_guard g(qp->mu);
+  if (mask & IBV_QP_RNR_RETRY) qp->attr.rnr_retry = attr->rnr_retry;
+  if (mask & IBV_QP_DEST_QPN) qp->attr.dest_qp_num = attr->dest_qp_num;
+  if (mask & IBV_QP_MAX_QP_RD_ATOMIC) qp->attr.max_rd_atomic = attr->max_rd_atomic;
+  if (mask & IBV_QP_MAX_DEST_RD_ATOMIC) qp->attr.max_dest_rd_atomic = attr->max_dest_rd_atomic;
+  if (mask & IBV_QP_ACCESS_FLAGS) qp->attr.qp_access_flags = attr->qp_access_flags;
+  if (mask & IBV_QP_STATE) {
+    if (attr->qp_state == IBV_QPS_ERR) {
+      qp_fail_locked(qp, IBV_WC_WR_FLUSH_ERR);
+    } else if (attr->qp_state == IBV_QPS_RESET) {
+      qp->sq.clear();
+      qp->rq.clear();
+      qp->attr.qp_state = IBV_QPS_RESET;
+    } else if (qp->attr.qp_state != IBV_QPS_ERR) {
+      qp->attr.qp_state = attr->qp_state;
+    }
+    q->state = qp->attr.qp_state;
+  }
+  return 0;
+}
+
+int ibv_query_qp(ibv_qp* q, ibv_qp_attr* attr, int, ibv_qp_init_attr* init) {
+  Qp* qp = impl<Qp>(q);
+  std::lock_guard g(qp->mu);
+  *attr = qp->attr;
+  *init = qp->init;
+  return 0;
+}
+
+int ibv_destroy_qp(ibv_qp* q) {
+  Qp* qp = impl<Qp>(q);
+  std::shared_ptr<Conn> c;
+  {
+    std::lock_guard g(qp->mu);
+    qp->destroyed = true;
+    qp->sq.clear();
+    qp->rq.clear();
+    c = std::move(qp->conn);
+  }
+  if (c) {
+    std::lock_guard g(c->mu);
+    c->qp = nullptr;
+  }
+  return 0;
+}
+
+const char* ibv_wc_status_str(ibv_wc_status status) {
+  static const char* const names[] = {"success",
+                                      "local length error",
+                                      "local QP operation error",
+                                      "local EE context operation error",
+                                      "local protection error",
+                                      "Work Request Flushed Error",
+                                      "memory management operation error",
+                                      "bad response error",
+                                      "local access error",
+                                      "remote invalid request error",
+                                      "remote access error",
+                                      "remote operation error",
+                                      "transport retry counter exceeded",
+                                      "RNR retry counter exceeded",
+                                      "local RDD violation error",
+                                      "remote invalid RD request",
+                                      "aborted error",
+                                      "invalid EE context number",
+                                      "invalid EE context state",
+                                      "fatal error",
+                                      "response timeout error",
+                                      "general error",
+                                      "TM error",
+                                      "TM rendezvous error"};
+  unsigned i = status;
+  return i < sizeof names / sizeof *names ? names[i] : "unknown";
+}
+
+const char* ibv_event_type_str(ibv_event_type ev) {
+  static const char* const names[] = {"CQ error",
+                                      "local work queue catastrophic error",
+                                      "invalid request local work queue error",
+                                      "local access violation work queue error",
+                                      "communication established",
+                                      "send queue drained",
+                                      "path migrated",
+                                      "path migration request error",
+                                      "local catastrophic error",
+                                      "port active",
+                                      "port error",
+                                      "LID change",
+                                      "P_Key change",
+                                      "SM change",
+                                      "SRQ catastrophic error",
+                                      "SRQ limit reached",
+                                      "last WQE reached",
+                                      "client reregistration",
+                                      "GID table change",
+                                      "WQ fatal"};
+  unsigned i = ev;
+  return i < sizeof names / sizeof *names ? names[i] : "unknown";
+}
+
+const char* ibv_node_type_str(ibv_node_type t) {
+  switch (t) {
+    case IBV_NODE_CA:
+      return "InfiniBand channel adapter";
+    case IBV_NODE_RNIC:
+      return "iWARP RNIC";
+    default:
+      return "unknown";
+  }
+}
+
+const char* ibv_port_state_str(ibv_port_state s) {
+  static const char* const names[] = {"PORT_NOP",   "PORT_DOWN",   "PORT_INIT",
+                                      "PORT_ARMED", "PORT_ACTIVE", "PORT_ACTIVE_DEFER"};
+  unsigned i = s;
+  return i < 6 ? names[i] : "invalid state";
+}
+
+int ibv_rate_to_mult(ibv_rate rate) {
+  return rate;
+}
+ibv_rate mult_to_ibv_rate(int mult) {
+  return static_cast<ibv_rate>(mult);
+}
+int ibv_rate_to_mbps(ibv_rate) {
+  return 100000;
+}
+ibv_rate mbps_to_ibv_rate(int) {
+  return IBV_RATE_100_GBPS;
+}
+
+}  // extern "C"

@@ -1,0 +1,101 @@
+# lib.sh: shared steps of the FUSE frontend tests (bash library, sourced after set -euo pipefail).
+#
+#   . "$(dirname "$0")/lib.sh"
+#   fuse_setup                    # tgtd fixture, EXIT trap that unmounts and stops everything
+#   tgt_target 1 iqn.2026-11.test:disk; tgt_lun 1 1 64M
+#   fuse_mount "$(fuse_url 1)" "$MNT" [mount options...]   # detached, pid in $FUSE_PID
+#   ...
+#   fuse_unmount "$MNT"           # fusermount3 -u, waits for the process to end
+#
+# ISER_FUSE_MOUNT is the iser-fuse-mount binary (CTest passes it). Every missing tool is a failure,
+# not a skip: these tests exist to run.
+
+. "$(dirname "${BASH_SOURCE[0]}")/../harness/tgt.sh"
+
+fail() {
+  echo "FAIL: $*" >&2
+  exit 1
+}
+
+require() {
+  local tool
+  for tool in "$@"; do
+    command -v "$tool" >/dev/null || fail "$tool is not installed (run scripts/deps)"
+  done
+}
+
+FUSE_MOUNTS=()
+FUSE_PIDS=()
+
+fuse_cleanup() {
+  local m p
+  for m in "${FUSE_MOUNTS[@]}"; do
+    if grep -qs " $m " /proc/mounts; then fusermount3 -u "$m" 2>/dev/null || umount -l "$m" || true; fi
+  done
+  for p in "${FUSE_PIDS[@]}"; do
+    kill -0 "$p" 2>/dev/null && kill -9 "$p" 2>/dev/null || true
+  done
+  tgt_stop
+  rm -rf "$FUSE_DIR"
+}
+
+fuse_setup() {
+  [ -n "${ISER_FUSE_MOUNT:-}" ] && [ -x "$ISER_FUSE_MOUNT" ] ||
+    fail "ISER_FUSE_MOUNT must name the iser-fuse-mount binary"
+  [ -c /dev/fuse ] || fail "/dev/fuse is missing"
+  require fusermount3 tgtd tgtadm timeout python3
+  FUSE_DIR=$(mktemp -d /tmp/iser-fuse-test.XXXXXX)
+  MNT=$FUSE_DIR/mnt
+  mkdir "$MNT"
+  tgt_start
+  trap fuse_cleanup EXIT
+}
+
+fuse_url() {  # fuse_url TID [LUN]
+  echo "iscsi://127.0.0.1:$TGT_PORT/iqn.2026-11.test:t$1${2:+/$2}"
+}
+
+# fuse_mount URL MOUNTPOINT [options...]: mounts detached; FUSE_PID is the serving process.
+fuse_mount() {
+  local url=$1 mnt=$2
+  shift 2
+  local pidfile=$FUSE_DIR/pid.$RANDOM
+  FUSE_MOUNTS+=("$mnt")
+  timeout 60 "$ISER_FUSE_MOUNT" "$url" "$mnt" --pidfile "$pidfile" "$@" ||
+    fail "mount of $url on $mnt failed"
+  grep -qs " $mnt fuse.iser-connect " /proc/mounts || fail "$mnt is not in /proc/mounts"
+  [ -s "$pidfile" ] || fail "no pid file once mounted"
+  FUSE_PID=$(cat "$pidfile")
+  FUSE_PIDS+=("$FUSE_PID")
+  kill -0 "$FUSE_PID" || fail "the serving process $FUSE_PID is gone"
+}
+
+# Waits (bounded) for process $1 to exit.
+fuse_wait_exit() {
+  local i
+  for i in $(seq 1 200); do
+    kill -0 "$1" 2>/dev/null || return 0
+    sleep 0.1
+  done
+  fail "process $1 still running 20 s after unmount"
+}
+
+fuse_unmount() {
+  fusermount3 -u "$1" || fail "fusermount3 -u $1 failed"
+  fuse_wait_exit "$FUSE_PID"
+}
+
+fuse_assert_unmounted() {
+  ! grep -qs " $1 " /proc/mounts || fail "$1 is still mounted"
+}
+
+# No initiator logged in to the target any more (the mount logged out).
+fuse_assert_logged_out() {
+  local out
+  out=$(tgtadm --lld iscsi --op show --mode target)
+  ! grep -q "I_T nexus: " <<<"$out" || fail "a session is still logged in: $out"
+}
+
+fuse_assert_logged_in() {
+  tgtadm --lld iscsi --op show --mode target | grep -q "I_T nexus: " || fail "no session on the target"
+}

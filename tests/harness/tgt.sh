@@ -1,0 +1,101 @@
+# tgt.sh: start and configure a private, unprivileged tgtd for a test (bash library).
+#
+#   . tests/harness/tgt.sh
+#   tgt_start                     # tgtd on 127.0.0.1:$TGT_PORT, IPC socket in $TGT_DIR
+#   tgt_target 1 iqn.2026-11.test:disk          # target tid 1, bound to ALL initiators
+#   tgt_lun 1 1 64M [--blocksize=4096] [--params thin_provisioning=1] [--bstype null]
+#   tgt_chap 1 user secret [target_user target_secret]
+#   ... run the test against iscsi://127.0.0.1:$TGT_PORT/iqn.2026-11.test:disk/1
+#   tgt_stop                      # also run by the EXIT trap tgt_start installs
+#
+# Every step fails loudly: a missing tgtd or a tgtadm error aborts the calling script. Each
+# fixture has its own directory, socket and port, so tests can run in parallel.
+
+tgt_fail() {
+  echo "tgt.sh: $*" >&2
+  exit 1
+}
+
+tgt_free_port() {
+  python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1]); s.close()'
+}
+
+tgt_start() {
+  command -v tgtd >/dev/null || tgt_fail "tgtd is not installed (Debian package tgt); run scripts/deps"
+  TGT_DIR=$(mktemp -d /tmp/iser-tgt.XXXXXX)
+  export TGT_IPC_SOCKET=$TGT_DIR/ipc
+  TGT_PORT=${TGT_PORT:-$(tgt_free_port)}
+  tgtd -f --iscsi portal=127.0.0.1:$TGT_PORT >"$TGT_DIR/tgtd.log" 2>&1 &
+  TGT_PID=$!
+  trap tgt_stop EXIT
+  local i
+  for i in $(seq 1 100); do
+    if tgtadm --op show --mode system >/dev/null 2>&1 &&
+       (exec 3<>/dev/tcp/127.0.0.1/$TGT_PORT) 2>/dev/null; then
+      return 0
+    fi
+    kill -0 "$TGT_PID" 2>/dev/null || tgt_fail "tgtd exited: $(cat "$TGT_DIR/tgtd.log")"
+    sleep 0.1
+  done
+  tgt_fail "tgtd did not start listening on 127.0.0.1:$TGT_PORT"
+}
+
+tgt_adm() {
+  tgtadm "$@" || tgt_fail "tgtadm $* failed"
+}
+
+tgt_target() {
+  local tid=$1 iqn=$2
+  tgt_adm --lld iscsi --op new --mode target --tid "$tid" -T "$iqn"
+  tgt_adm --lld iscsi --op bind --mode target --tid "$tid" -I ALL
+}
+
+# tgt_lun TID LUN SIZE [tgtadm options...]: backing file $TGT_DIR/lun-TID-LUN.img of SIZE.
+# "--params P" is applied in a separate update (tgt 1.0.85 refuses it when creating a LUN).
+tgt_lun() {
+  local tid=$1 lun=$2 size=$3
+  shift 3
+  local img=$TGT_DIR/lun-$tid-$lun.img
+  local create=() params=
+  while [ $# -gt 0 ]; do
+    if [ "$1" = --params ]; then
+      params=$2
+      shift 2
+    else
+      create+=("$1")
+      shift
+    fi
+  done
+  truncate -s "$size" "$img"
+  tgt_adm --lld iscsi --op new --mode logicalunit --tid "$tid" --lun "$lun" -b "$img" "${create[@]}"
+  if [ -n "$params" ]; then
+    tgt_adm --lld iscsi --op update --mode logicalunit --tid "$tid" --lun "$lun" --params "$params"
+  fi
+}
+
+tgt_lun_file() { echo "$TGT_DIR/lun-$1-$2.img"; }
+
+# tgt_chap TID USER SECRET [TARGET_USER TARGET_SECRET]
+tgt_chap() {
+  local tid=$1
+  tgt_adm --lld iscsi --op new --mode account --user "$2" --password "$3"
+  tgt_adm --lld iscsi --op bind --mode account --tid "$tid" --user "$2"
+  if [ $# -ge 5 ]; then
+    tgt_adm --lld iscsi --op new --mode account --user "$4" --password "$5"
+    tgt_adm --lld iscsi --op bind --mode account --tid "$tid" --user "$4" --outgoing
+  fi
+}
+
+tgt_stop() {
+  [ -n "${TGT_PID:-}" ] || return 0
+  tgtadm --op delete --mode system >/dev/null 2>&1 || true
+  local i
+  for i in $(seq 1 10); do
+    kill -0 "$TGT_PID" 2>/dev/null || break
+    sleep 0.1
+  done
+  kill -9 "$TGT_PID" 2>/dev/null || true
+  wait "$TGT_PID" 2>/dev/null || true
+  TGT_PID=
+  rm -rf "$TGT_DIR"
+}

@@ -1,0 +1,166 @@
+#include "tests/harness/tgt_fixture.h"
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <gtest/gtest.h>
+
+#include <array>
+#include <cerrno>
+#include <cstring>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
+#include <thread>
+
+namespace iser::testing {
+
+uint16_t FreePort() {
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a);
+  socklen_t len = sizeof a;
+  getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
+  close(fd);
+  return ntohs(a.sin_port);
+}
+
+static bool PortOpen(uint16_t port) {
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_port = htons(port);
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  const bool ok = connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0;
+  close(fd);
+  return ok;
+}
+
+TgtFixture::TgtFixture() {
+  char tmpl[] = "/tmp/iser-test-tgt.XXXXXX";
+  dir_ = mkdtemp(tmpl);
+  socket_ = dir_ + "/ipc";
+}
+
+TgtFixture::~TgtFixture() {
+  Stop();
+  std::string cmd = "rm -rf '" + dir_ + "'";
+  if (std::system(cmd.c_str()) != 0) std::fprintf(stderr, "could not remove %s\n", dir_.c_str());
+}
+
+bool TgtFixture::Start(std::string* error) {
+  port_ = FreePort();
+  pid_ = fork();
+  if (pid_ == 0) {
+    setenv("TGT_IPC_SOCKET", socket_.c_str(), 1);
+    const std::string portal = "portal=127.0.0.1:" + std::to_string(port_);
+    const std::string log = dir_ + "/tgtd.log";
+    freopen(log.c_str(), "w", stdout);
+    freopen(log.c_str(), "a", stderr);
+    execlp("tgtd", "tgtd", "-f", "--iscsi", portal.c_str(), static_cast<char*>(nullptr));
+    std::fprintf(stderr, "cannot run tgtd (install the Debian package tgt): %s\n", std::strerror(errno));
+    _exit(127);
+  }
+  for (int i = 0; i < 200; ++i) {
+    int status;
+    if (waitpid(pid_, &status, WNOHANG) == pid_) {
+      pid_ = -1;
+      *error = "tgtd exited at start: " + log();
+      return false;
+    }
+    if (PortOpen(port_) && Adm("--op show --mode system") == 0) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  *error = "tgtd did not start listening on " + portal() + ": " + log();
+  return false;
+}
+
+int TgtFixture::Adm(const std::string& args, std::string* output) {
+  const std::string cmd = "TGT_IPC_SOCKET='" + socket_ + "' tgtadm " + args + " 2>&1";
+  FILE* p = popen(cmd.c_str(), "r");
+  if (p == nullptr) return -1;
+  std::string out;
+  std::array<char, 4096> buf;
+  size_t n;
+  while ((n = fread(buf.data(), 1, buf.size(), p)) > 0) out.append(buf.data(), n);
+  const int status = pclose(p);
+  if (output) *output = out;
+  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+void TgtFixture::MustAdm(const std::string& args) {
+  std::string out;
+  const int rc = Adm(args, &out);
+  ASSERT_EQ(rc, 0) << "tgtadm " << args << " failed: " << out;
+}
+
+void TgtFixture::AddTarget(int tid, const std::string& iqn) {
+  MustAdm("--lld iscsi --op new --mode target --tid " + std::to_string(tid) + " -T " + iqn);
+  MustAdm("--lld iscsi --op bind --mode target --tid " + std::to_string(tid) + " -I ALL");
+}
+
+std::string TgtFixture::AddLun(int tid, int lun, uint64_t size, const std::string& options,
+                               const std::string& params) {
+  const std::string path =
+      dir_ + "/lun-" + std::to_string(tid) + "-" + std::to_string(lun) + ".img";
+  if (truncate(path.c_str(), 0) != 0) {
+    std::ofstream create(path);
+  }
+  EXPECT_EQ(truncate(path.c_str(), static_cast<off_t>(size)), 0) << path;
+  MustAdm("--lld iscsi --op new --mode logicalunit --tid " + std::to_string(tid) + " --lun " +
+          std::to_string(lun) + " -b " + path + " " + options);
+  if (!params.empty()) {
+    MustAdm("--lld iscsi --op update --mode logicalunit --tid " + std::to_string(tid) +
+            " --lun " + std::to_string(lun) + " --params " + params);
+  }
+  return path;
+}
+
+void TgtFixture::SetTargetParam(int tid, const std::string& name, const std::string& value) {
+  MustAdm("--lld iscsi --op update --mode target --tid " + std::to_string(tid) + " --name " +
+          name + " --value " + value);
+}
+
+void TgtFixture::AddChap(int tid, const std::string& user, const std::string& secret,
+                         bool outgoing) {
+  MustAdm("--lld iscsi --op new --mode account --user " + user + " --password " + secret);
+  MustAdm("--lld iscsi --op bind --mode account --tid " + std::to_string(tid) + " --user " +
+          user + (outgoing ? " --outgoing" : ""));
+}
+
+void TgtFixture::Kill() {
+  if (pid_ <= 0) return;
+  kill(pid_, SIGKILL);
+  waitpid(pid_, nullptr, 0);
+  pid_ = -1;
+}
+
+void TgtFixture::Stop() {
+  if (pid_ <= 0) return;
+  Adm("--op delete --mode system");
+  for (int i = 0; i < 10; ++i) {
+    if (waitpid(pid_, nullptr, WNOHANG) == pid_) {
+      pid_ = -1;
+      return;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  Kill();
+}
+
+std::string TgtFixture::log() const {
+  std::ifstream in(dir_ + "/tgtd.log");
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+}  // namespace iser::testing

@@ -1,0 +1,80 @@
+#!/usr/bin/env bash
+# End-to-end test of the iser-connect CLI against a real tgtd: discovery output (iscsiadm
+# format and JSON), ls, bench with verification, and the exit codes scripts rely on.
+# Usage: cli_test.sh PATH/TO/iser-connect
+set -euo pipefail
+cli=$1
+here=$(cd "$(dirname "$0")" && pwd)
+. "$here/../harness/tgt.sh"
+
+fails=0
+check() {  # check DESCRIPTION COMMAND... : the command must succeed
+  local what=$1
+  shift
+  if "$@"; then echo "ok: $what"; else echo "FAIL: $what"; fails=$((fails + 1)); fi
+}
+expect_exit() {  # expect_exit CODE PATTERN COMMAND...: exit code and a stderr pattern
+  local code=$1 pattern=$2
+  shift 2
+  local out rc=0
+  out=$(timeout 60 "$@" 2>&1) || rc=$?
+  if [ "$rc" -eq "$code" ] && grep -qE "$pattern" <<<"$out"; then
+    echo "ok: exit $code /$pattern/: $*"
+  else
+    echo "FAIL: expected exit $code and /$pattern/, got $rc: $out"
+    fails=$((fails + 1))
+  fi
+}
+
+tgt_start
+iqn=iqn.2026-11.io.iser-connect.test:cli
+tgt_target 1 $iqn
+tgt_target 2 $iqn-chap
+tgt_lun 1 1 32M
+tgt_lun 1 2 32M --blocksize=4096 --params thin_provisioning=1
+tgt_lun 2 1 16M
+tgt_chap 2 alice alice-secret-1
+portal=127.0.0.1:$TGT_PORT
+
+out=$(timeout 30 "$cli" discover -p "$portal")
+echo "$out"
+check "discover prints iscsiadm lines" grep -qx "$portal,1 $iqn" <<<"$out"
+check "discover lists both targets" test "$(wc -l <<<"$out")" -eq 2
+json=$(timeout 30 "$cli" discover -p "$portal" --json)
+check "discover --json is valid JSON" python3 -c 'import json,sys; d=json.loads(sys.argv[1]); assert len(d)==2 and d[0]["portals"][0]["port"]=='"$TGT_PORT" "$json"
+
+out=$(timeout 30 "$cli" ls "iscsi://$portal/$iqn")
+echo "$out"
+check "ls shows LUN 1 size" grep -q "size 32.0 MiB (33554432 bytes), blocks 512 logical" <<<"$out"
+check "ls shows LUN 2 4096-byte blocks and thin" grep -q "blocks 4096 logical" <<<"$out"
+check "ls shows thin provisioning" grep -q "provisioning thin" <<<"$out"
+json=$(timeout 30 "$cli" ls "iscsi://$portal/$iqn" --json)
+check "ls --json has the LUNs" python3 -c '
+import json,sys
+d=json.loads(sys.argv[1]); luns={l["lun"]:l for l in d[0]["luns"]}
+assert luns[1]["size"]==33554432 and luns[2]["logical_block_size"]==4096 and luns[2]["thin"]
+assert luns[0]["type"]=="STORAGE_ARRAY_CONTROLLER"' "$json"
+
+out=$(timeout 60 "$cli" bench "iscsi://$portal/$iqn/1" --rw randwrite --bs 4k --qd 32 --time 2 --verify --json)
+echo "$out"
+check "bench randwrite --verify checks data and finds none bad" python3 -c '
+import json,sys; d=json.loads(sys.argv[1]); assert d["ios"]>0 and d["verified_units"]>0 and d["bad_units"]==0' "$out"
+out=$(timeout 60 "$cli" bench "iscsi://$portal/$iqn/2" --rw read --bs 512k --qd 8 --time 2 --verify --size 16m)
+echo "$out"
+check "bench read --verify on the 4 KiB LUN" grep -q "0 bad" <<<"$out"
+
+LIBISCSI_CHAP_PASSWORD=alice-secret-1 check "CHAP login with the password from the environment" \
+  timeout 30 "$cli" ls "iscsi://alice@$portal/$iqn-chap/1?auth=md5"
+export LIBISCSI_CHAP_PASSWORD=wrong-secret-1
+expect_exit 24 "Authentication failure" "$cli" ls "iscsi://alice@$portal/$iqn-chap/1?auth=md5"
+unset LIBISCSI_CHAP_PASSWORD
+expect_exit 24 "requires authentication" "$cli" ls "iscsi://$portal/$iqn-chap/1"
+expect_exit 7 "unknown|argument" "$cli" ls "iscsi://$portal/$iqn/1?bogus=1"
+expect_exit 7 "port" "$cli" ls "iscsi://127.0.0.1:99999/$iqn/1"
+expect_exit 21 "Not found" "$cli" ls "iscsi://$portal/iqn.2026-11.nonexistent:x/1"
+closed=$(tgt_free_port)
+expect_exit 5 "refused" "$cli" discover -p "127.0.0.1:$closed"
+expect_exit 7 "" "$cli" bench "iscsi://$portal/$iqn/1" --rw sideways
+
+echo "$fails failed"
+[ "$fails" -eq 0 ]

@@ -1,0 +1,132 @@
+#include "tests/integration/fake_target.h"
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cstring>
+
+#include "initiator/pdu/digest.h"
+
+namespace iser::testing {
+
+Bhs ResponseHeader(Opcode op, uint32_t itt, uint32_t statsn, uint32_t exp_cmdsn,
+                   uint32_t max_cmdsn) {
+  Bhs b;
+  b.set_opcode(op, false);
+  b.set_flags(kFinalBit);
+  b.set_itt(itt);
+  b.set_u32(bhs::kStatSN, statsn);
+  b.set_u32(bhs::kExpCmdSN, exp_cmdsn);
+  b.set_u32(bhs::kMaxCmdSN, max_cmdsn);
+  return b;
+}
+
+FakeTarget::FakeTarget(LoginBehavior login, Script script) {
+  listen_fd_ = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  bind(listen_fd_, reinterpret_cast<sockaddr*>(&a), sizeof a);
+  listen(listen_fd_, 1);
+  socklen_t len = sizeof a;
+  getsockname(listen_fd_, reinterpret_cast<sockaddr*>(&a), &len);
+  port_ = ntohs(a.sin_port);
+  thread_ = std::thread([this, login = std::move(login), script = std::move(script)] {
+    Run(login, script);
+  });
+}
+
+FakeTarget::~FakeTarget() {
+  shutdown(listen_fd_, SHUT_RDWR);
+  if (fd_ >= 0) shutdown(fd_, SHUT_RDWR);
+  thread_.join();
+  close(listen_fd_);
+  if (fd_ >= 0) close(fd_);
+}
+
+bool FakeTarget::ReadExact(void* p, size_t n) {
+  auto* c = static_cast<uint8_t*>(p);
+  while (n > 0) {
+    const ssize_t r = read(fd_, c, n);
+    if (r <= 0) return false;
+    c += r;
+    n -= static_cast<size_t>(r);
+  }
+  return true;
+}
+
+bool FakeTarget::Read(FakePdu* pdu) {
+  if (!ReadExact(pdu->bhs.data(), kBhsLength)) return false;
+  uint8_t digest[4];
+  if (digest_ && !ReadExact(digest, 4)) return false;
+  const uint32_t dsl = pdu->bhs.data_segment_length();
+  pdu->data.resize(dsl + PadLength(dsl));
+  if (!ReadExact(pdu->data.data(), pdu->data.size())) return false;
+  pdu->data.resize(dsl);
+  return true;
+}
+
+void FakeTarget::SendRaw(const void* p, size_t n) {
+  const auto* c = static_cast<const uint8_t*>(p);
+  while (n > 0) {
+    const ssize_t w = write(fd_, c, n);
+    if (w <= 0) return;
+    c += w;
+    n -= static_cast<size_t>(w);
+  }
+}
+
+void FakeTarget::Send(const Bhs& bhs, const std::vector<uint8_t>& data) {
+  std::vector<uint8_t> out(bhs.b.begin(), bhs.b.end());
+  if (digest_) {
+    uint8_t d[4];
+    StoreDigest(d, Crc32c(bhs.data(), kBhsLength));
+    out.insert(out.end(), d, d + 4);
+  }
+  out.insert(out.end(), data.begin(), data.end());
+  out.resize(out.size() + PadLength(static_cast<uint32_t>(data.size())), 0);
+  SendRaw(out.data(), out.size());
+}
+
+void FakeTarget::Close() {
+  if (fd_ >= 0) shutdown(fd_, SHUT_RDWR);
+}
+
+void FakeTarget::Run(LoginBehavior login, Script script) {
+  fd_ = accept(listen_fd_, nullptr, nullptr);
+  if (fd_ < 0) return;
+  FakePdu req;
+  // Security stage (AuthMethod=None) then operational stage; answer each with the next stage.
+  for (;;) {
+    if (!Read(&req)) return;
+    const uint8_t csg = (req.bhs.flags() >> 2) & 3;
+    Bhs rsp = ResponseHeader(Opcode::kLoginResponse, req.bhs.itt(), statsn_++, 1, 64);
+    std::memcpy(&rsp.b[8], &req.bhs.b[8], 6);  // ISID
+    rsp.set_u16(14, 0x1234);
+    rsp.b[36] = login.status_class;
+    rsp.b[37] = login.status_detail;
+    std::string text;
+    if (csg == 0) {
+      text = std::string("AuthMethod=None") + '\0' + "TargetPortalGroupTag=1" + '\0';
+      rsp.set_flags(kTransitBit | 0 << 2 | 1);
+    } else {
+      for (const std::string& k : login.operational_keys) text += k + '\0';
+      rsp.set_flags(kTransitBit | 1 << 2 | 3);
+    }
+    if (login.status_class != 0) {
+      text.clear();
+      for (const std::string& k : login.status_keys) text += k + '\0';
+    }
+    rsp.set_data_segment_length(static_cast<uint32_t>(text.size()));
+    Send(rsp, std::vector<uint8_t>(text.begin(), text.end()));
+    if (login.status_class != 0 || csg == 1) break;
+  }
+  if (login.status_class != 0) return;
+  digest_ = login.header_digest;
+  script(*this);
+}
+
+}  // namespace iser::testing

@@ -1,0 +1,69 @@
+// FakeTarget: a small scripted iSCSI target inside the test process, for the faults a real
+// target cannot be made to produce (malformed PDUs, lies, garbage keys). It is a mock by
+// necessity: tgtd never sends these, so tests that need them use this instead, and say so.
+//
+// It accepts one connection, answers the login (or misbehaves in it, as configured), then runs
+// the test's script with blocking helpers to read the initiator's PDUs and send raw bytes.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "initiator/pdu/bhs.h"
+
+namespace iser::testing {
+
+struct FakePdu {
+  Bhs bhs;
+  std::vector<uint8_t> data;
+};
+
+class FakeTarget {
+ public:
+  struct LoginBehavior {
+    std::vector<std::string> operational_keys = {
+        "HeaderDigest=None",     "DataDigest=None",       "MaxRecvDataSegmentLength=8192",
+        "ImmediateData=No",      "InitialR2T=Yes",        "MaxBurstLength=262144",
+        "FirstBurstLength=65536", "MaxConnections=1",     "DefaultTime2Wait=2",
+        "DefaultTime2Retain=0",  "MaxOutstandingR2T=1",   "DataPDUInOrder=Yes",
+        "DataSequenceInOrder=Yes", "ErrorRecoveryLevel=0", "IFMarker=No",
+        "OFMarker=No"};
+    uint8_t status_class = 0;
+    uint8_t status_detail = 0;
+    std::vector<std::string> status_keys;  // sent with a non-zero status (e.g. TargetAddress)
+    bool header_digest = false;  // after login, PDUs carry header digests both ways
+  };
+  using Script = std::function<void(FakeTarget& t)>;
+
+  FakeTarget(LoginBehavior login, Script script);
+  ~FakeTarget();
+
+  uint16_t port() const { return port_; }
+
+  // For scripts (run on the target's thread).
+  bool Read(FakePdu* pdu);                                   // false on EOF/error
+  void Send(const Bhs& bhs, const std::vector<uint8_t>& data = {});
+  void SendRaw(const void* p, size_t n);
+  void Close();
+  uint32_t next_statsn() { return statsn_++; }
+
+ private:
+  void Run(LoginBehavior login, Script script);
+  bool ReadExact(void* p, size_t n);
+
+  int listen_fd_ = -1;
+  int fd_ = -1;
+  uint16_t port_ = 0;
+  bool digest_ = false;
+  uint32_t statsn_ = 1;
+  std::thread thread_;
+};
+
+// A Login Response / SCSI Response / Data-In header with the usual fields filled.
+Bhs ResponseHeader(Opcode op, uint32_t itt, uint32_t statsn, uint32_t exp_cmdsn,
+                   uint32_t max_cmdsn);
+
+}  // namespace iser::testing

@@ -1,0 +1,425 @@
+// Bad input from a target: malformed PDUs, lies and garbage during login. These faults cannot
+// be produced with tgtd, so a scripted fake target (tests/integration/fake_target.h) sends them.
+// Each must fail the connection (or the login) with a specific error, without crashing and
+// without hanging; the sanitizer build checks memory safety on the way.
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <chrono>
+#include <semaphore>
+#include <thread>
+#include <cstring>
+
+#include "initiator/session/session.h"
+#include "initiator/scsi/commands.h"
+#include "tests/integration/fake_target.h"
+
+namespace iser {
+namespace {
+
+using testing::FakePdu;
+using testing::FakeTarget;
+using testing::ResponseHeader;
+
+SessionOptions OptionsFor(const FakeTarget& t) {
+  SessionOptions o;
+  o.portal = {"127.0.0.1", t.port()};
+  o.target_name = "iqn.2026-11.io.iser-connect.test:fake";
+  o.initiator_name = "iqn.2026-11.io.iser-connect.test:initiator";
+  o.login_timeout = std::chrono::seconds(5);
+  o.logout_timeout = std::chrono::milliseconds(200);  // the fake target does not answer Logout
+  return o;
+}
+
+// Logs in to the fake target, runs one 4 KiB READ and returns its status. A connection-level
+// failure must also fail the next command at once; a command-level one must not.
+Status ReadThroughFake(FakeTarget::Script script, FakeTarget::LoginBehavior login = {},
+                       bool session_survives = false) {
+  FakeTarget target(login, std::move(script));
+  SessionOptions o = OptionsFor(target);
+  if (login.header_digest) o.offer.header_digest = {DigestType::kCrc32c};
+  Result<std::unique_ptr<Session>> s = Session::Open(o);
+  if (!s.ok()) return s.status();
+  std::vector<uint8_t> buf(4096);
+  Task t;
+  scsi::Read(t, 0, 8, buf.data(), 4096);
+  t.lun = 1;
+  (*s)->Execute(&t);
+  Status st = scsi::TaskStatus(t, "READ");
+  Task t2;
+  scsi::TestUnitReady(t2);
+  (*s)->Execute(&t2);
+  if (session_survives) {
+    EXPECT_TRUE(t2.status.ok()) << "a command-level error broke the session: "
+                                << t2.status.ToString();
+  } else {
+    EXPECT_FALSE(t2.status.ok()) << "the session kept working after a fatal error";
+  }
+  return st;
+}
+
+void ExpectError(const Status& st, StatusCode code, const std::string& needle) {
+  EXPECT_EQ(st.code(), code) << st.ToString();
+  EXPECT_NE(st.message().find(needle), std::string::npos) << st.ToString();
+}
+
+TEST(FakeTarget, UnknownOpcode) {
+  Status st = ReadThroughFake([](FakeTarget& t) {
+    FakePdu cmd;
+    ASSERT_TRUE(t.Read(&cmd));
+    Bhs bad = ResponseHeader(Opcode::kScsiResponse, cmd.bhs.itt(), t.next_statsn(), 2, 64);
+    bad.b[0] = 0x3a;
+    t.Send(bad);
+  });
+  ExpectError(st, StatusCode::kProtocolError, "unknown opcode 0x3a");
+}
+
+TEST(FakeTarget, DataSegmentLongerThanNegotiated) {
+  Status st = ReadThroughFake([](FakeTarget& t) {
+    FakePdu cmd;
+    ASSERT_TRUE(t.Read(&cmd));
+    Bhs din = ResponseHeader(Opcode::kDataIn, cmd.bhs.itt(), 0, 2, 64);
+    din.set_flags(0);
+    din.set_data_segment_length(1 << 20);
+    t.Send(din);
+  });
+  ExpectError(st, StatusCode::kProtocolError, "exceeds our MaxRecvDataSegmentLength");
+}
+
+TEST(FakeTarget, ResponseForUnknownItt) {
+  Status st = ReadThroughFake([](FakeTarget& t) {
+    FakePdu cmd;
+    ASSERT_TRUE(t.Read(&cmd));
+    t.Send(ResponseHeader(Opcode::kScsiResponse, cmd.bhs.itt() ^ 0x5a5a0000, t.next_statsn(), 2,
+                          64));
+  });
+  ExpectError(st, StatusCode::kProtocolError, "unknown ITT");
+}
+
+TEST(FakeTarget, TruncatedPduThenClose) {
+  Status st = ReadThroughFake([](FakeTarget& t) {
+    FakePdu cmd;
+    ASSERT_TRUE(t.Read(&cmd));
+    Bhs rsp = ResponseHeader(Opcode::kScsiResponse, cmd.bhs.itt(), t.next_statsn(), 2, 64);
+    t.SendRaw(rsp.data(), 20);
+    t.Close();
+  });
+  ExpectError(st, StatusCode::kConnectionFailed, "closed the connection");
+}
+
+TEST(FakeTarget, BadHeaderDigest) {
+  FakeTarget::LoginBehavior login;
+  login.header_digest = true;
+  login.operational_keys[0] = "HeaderDigest=CRC32C";
+  Status st = ReadThroughFake(
+      [](FakeTarget& t) {
+        FakePdu cmd;
+        ASSERT_TRUE(t.Read(&cmd));
+        Bhs rsp = ResponseHeader(Opcode::kScsiResponse, cmd.bhs.itt(), t.next_statsn(), 2, 64);
+        const uint8_t wrong_digest[4] = {1, 2, 3, 4};
+        t.SendRaw(rsp.data(), kBhsLength);
+        t.SendRaw(wrong_digest, 4);
+      },
+      login);
+  ExpectError(st, StatusCode::kProtocolError, "header digest mismatch");
+}
+
+TEST(FakeTarget, SuccessWithoutTheData) {
+  Status st = ReadThroughFake([](FakeTarget& t) {
+    FakePdu cmd;
+    ASSERT_TRUE(t.Read(&cmd));
+    t.Send(ResponseHeader(Opcode::kScsiResponse, cmd.bhs.itt(), t.next_statsn(), 2, 64));
+  });
+  ExpectError(st, StatusCode::kProtocolError, "sent 0 of 4096 bytes");
+}
+
+TEST(FakeTarget, DataInBeyondTheBuffer) {
+  Status st = ReadThroughFake([](FakeTarget& t) {
+    FakePdu cmd;
+    ASSERT_TRUE(t.Read(&cmd));
+    Bhs din = ResponseHeader(Opcode::kDataIn, cmd.bhs.itt(), 0, 2, 64);
+    din.set_flags(0);
+    din.set_u32(bhs::kBufferOffset, 4000);
+    din.set_data_segment_length(512);
+    t.Send(din, std::vector<uint8_t>(512, 0xee));
+  });
+  ExpectError(st, StatusCode::kProtocolError, "beyond the expected transfer length");
+}
+
+TEST(FakeTarget, DataInOutOfSequence) {
+  Status st = ReadThroughFake([](FakeTarget& t) {
+    FakePdu cmd;
+    ASSERT_TRUE(t.Read(&cmd));
+    Bhs din = ResponseHeader(Opcode::kDataIn, cmd.bhs.itt(), 0, 2, 64);
+    din.set_flags(0);
+    din.set_u32(bhs::kDataSN, 3);
+    din.set_data_segment_length(512);
+    t.Send(din, std::vector<uint8_t>(512, 0));
+  });
+  ExpectError(st, StatusCode::kProtocolError, "DataSN 3, expected 0");
+}
+
+TEST(FakeTarget, TargetIgnoresNopOutAndStopsResponding) {
+  FakeTarget target({}, [](FakeTarget& t) {
+    FakePdu pdu;
+    while (t.Read(&pdu)) {
+    }
+  });
+  SessionOptions o = OptionsFor(target);
+  o.nop_interval = std::chrono::milliseconds(500);
+  o.nop_timeout = std::chrono::milliseconds(1000);
+  Result<std::unique_ptr<Session>> s = Session::Open(o);
+  ASSERT_TRUE(s.ok()) << s.status().ToString();
+  std::vector<uint8_t> buf(4096);
+  Task t;
+  scsi::Read(t, 0, 8, buf.data(), 4096);
+  const auto start = std::chrono::steady_clock::now();
+  (*s)->Execute(&t);
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(5));
+  ExpectError(t.status, StatusCode::kTimeout, "NOP-Out");
+}
+
+TEST(FakeTarget, LoginGarbageKeys) {
+  FakeTarget::LoginBehavior login;
+  login.operational_keys = {"this is not a key value pair"};
+  FakeTarget target(login, [](FakeTarget&) {});
+  Result<std::unique_ptr<Session>> s = Session::Open(OptionsFor(target));
+  ASSERT_FALSE(s.ok());
+  EXPECT_EQ(s.status().code(), StatusCode::kProtocolError) << s.status().ToString();
+  EXPECT_NE(s.status().message().find("operational negotiation"), std::string::npos)
+      << s.status().ToString();
+}
+
+TEST(FakeTarget, LoginAnswerOutsideTheRules) {
+  FakeTarget::LoginBehavior login;
+  login.operational_keys[0] = "HeaderDigest=MD5";
+  FakeTarget target(login, [](FakeTarget&) {});
+  Result<std::unique_ptr<Session>> s = Session::Open(OptionsFor(target));
+  ASSERT_FALSE(s.ok());
+  EXPECT_EQ(s.status().code(), StatusCode::kProtocolError);
+  EXPECT_NE(s.status().message().find("HeaderDigest"), std::string::npos) << s.status().ToString();
+}
+
+TEST(FakeTarget, LoginStatusDecoded) {
+  FakeTarget::LoginBehavior login;
+  login.status_class = 2;
+  login.status_detail = 3;
+  FakeTarget target(login, [](FakeTarget&) {});
+  Result<std::unique_ptr<Session>> s = Session::Open(OptionsFor(target));
+  ASSERT_FALSE(s.ok());
+  EXPECT_EQ(s.status().code(), StatusCode::kNotFound);
+  EXPECT_NE(s.status().message().find("Not found"), std::string::npos) << s.status().ToString();
+  EXPECT_NE(s.status().message().find("0x0203"), std::string::npos) << s.status().ToString();
+}
+
+}  // namespace
+}  // namespace iser
+
+namespace iser {
+namespace {
+
+// A target ping (NOP-In with a TTT) must be answered with a NOP-Out echoing TTT and LUN.
+TEST(FakeTarget, TargetPingIsAnsweredWithTheSameTtt) {
+  std::atomic<bool> answered{false};
+  FakeTarget target({}, [&](FakeTarget& t) {
+    Bhs ping = ResponseHeader(Opcode::kNopIn, kReservedTag, t.next_statsn(), 1, 64);
+    ping.set_u32(bhs::kTtt, 0xabcd0001);
+    ping.set_lun(EncodeLun(3));
+    t.Send(ping);
+    FakePdu reply;
+    while (t.Read(&reply)) {
+      if (reply.bhs.opcode() == Opcode::kNopOut) {
+        answered = reply.bhs.u32(bhs::kTtt) == 0xabcd0001 && reply.bhs.itt() == kReservedTag &&
+                   reply.bhs.immediate() && DecodeLun(reply.bhs.lun()) == 3;
+        break;
+      }
+    }
+  });
+  SessionOptions o = OptionsFor(target);
+  o.nop_interval = std::chrono::milliseconds(0);
+  Result<std::unique_ptr<Session>> s = Session::Open(o);
+  ASSERT_TRUE(s.ok()) << s.status().ToString();
+  for (int i = 0; i < 200 && !answered; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  EXPECT_TRUE(answered);
+}
+
+// With a window of one command, commands wait for MaxCmdSN to move and are sent in order.
+TEST(FakeTarget, CommandsPastMaxCmdSNWaitInOrder) {
+  std::atomic<int> violations{0};
+  std::vector<uint32_t> seen;
+  FakeTarget target({}, [&](FakeTarget& t) {
+    uint32_t max_cmdsn = 1;  // login answered ExpCmdSN 1, MaxCmdSN 64: shrink at once
+    Bhs nop = ResponseHeader(Opcode::kNopIn, kReservedTag, t.next_statsn() , 1, 1);
+    nop.set_u32(bhs::kStatSN, 0);
+    t.Send(nop);
+    FakePdu cmd;
+    while (t.Read(&cmd)) {
+      if (cmd.bhs.opcode() != Opcode::kScsiCommand) continue;
+      const uint32_t cmdsn = cmd.bhs.u32(bhs::kCmdSN);
+      if (static_cast<int32_t>(cmdsn - max_cmdsn) > 0) ++violations;
+      seen.push_back(cmdsn);
+      ++max_cmdsn;
+      t.Send(ResponseHeader(Opcode::kScsiResponse, cmd.bhs.itt(), t.next_statsn(), cmdsn + 1,
+                            max_cmdsn));
+    }
+  });
+  SessionOptions o = OptionsFor(target);
+  Result<std::unique_ptr<Session>> s = Session::Open(o);
+  ASSERT_TRUE(s.ok()) << s.status().ToString();
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  constexpr int kN = 20;
+  std::vector<Task> tasks(kN);
+  std::counting_semaphore<kN> done(0);
+  for (Task& t : tasks) {
+    scsi::TestUnitReady(t);
+    t.context = &done;
+    t.on_complete = [](Task* x) { static_cast<std::counting_semaphore<kN>*>(x->context)->release(); };
+    (*s)->Submit(&t);
+  }
+  for (int i = 0; i < kN; ++i) ASSERT_TRUE(done.try_acquire_for(std::chrono::seconds(5)));
+  for (const Task& t : tasks) EXPECT_TRUE(t.status.ok()) << t.status.ToString();
+  (*s)->Close();
+  EXPECT_EQ(violations, 0);
+  ASSERT_EQ(seen.size(), static_cast<size_t>(kN));
+  for (int i = 1; i < kN; ++i) EXPECT_EQ(seen[i], seen[i - 1] + 1);
+}
+
+TEST(FakeTarget, RejectedCommandFailsThatTaskOnly) {
+  Status st = ReadThroughFake([](FakeTarget& t) {
+    FakePdu cmd;
+    ASSERT_TRUE(t.Read(&cmd));
+    Bhs rej = ResponseHeader(Opcode::kReject, kReservedTag, t.next_statsn(), 2, 64);
+    rej.b[2] = 0x05;
+    rej.set_data_segment_length(kBhsLength);
+    t.Send(rej, std::vector<uint8_t>(cmd.bhs.b.begin(), cmd.bhs.b.end()));
+    FakePdu next;
+    while (t.Read(&next)) {
+      if (next.bhs.opcode() == Opcode::kScsiCommand) {
+        t.Send(ResponseHeader(Opcode::kScsiResponse, next.bhs.itt(), t.next_statsn(), 3, 64));
+      }
+    }
+  }, {}, true);
+  ExpectError(st, StatusCode::kProtocolError, "command not supported");
+}
+
+TEST(FakeTarget, ResidualUnderflowIsReported) {
+  FakeTarget target({}, [](FakeTarget& t) {
+    FakePdu cmd;
+    ASSERT_TRUE(t.Read(&cmd));
+    Bhs din = ResponseHeader(Opcode::kDataIn, cmd.bhs.itt(), t.next_statsn(), 2, 64);
+    din.set_flags(kFinalBit | kStatusBit | kResidualUnderflow);
+    din.set_u32(bhs::kResidualCount, 4096 - 36);
+    din.set_data_segment_length(36);
+    t.Send(din, std::vector<uint8_t>(36, 0x20));
+    FakePdu rest;
+    while (t.Read(&rest)) {
+    }
+  });
+  Result<std::unique_ptr<Session>> s = Session::Open(OptionsFor(target));
+  ASSERT_TRUE(s.ok()) << s.status().ToString();
+  std::vector<uint8_t> buf(4096);
+  Task t;
+  scsi::Inquiry(t, buf.data(), 4096);
+  (*s)->Execute(&t);
+  ASSERT_TRUE(t.status.ok()) << t.status.ToString();
+  EXPECT_TRUE(t.residual_underflow);
+  EXPECT_EQ(t.residual, 4096u - 36u);
+  EXPECT_EQ(t.data_in_bytes, 36u);
+}
+
+TEST(FakeTarget, CheckConditionCarriesDecodedSense) {
+  Status st = ReadThroughFake([](FakeTarget& t) {
+    FakePdu cmd;
+    ASSERT_TRUE(t.Read(&cmd));
+    Bhs rsp = ResponseHeader(Opcode::kScsiResponse, cmd.bhs.itt(), t.next_statsn(), 2, 64);
+    rsp.b[3] = 0x02;
+    std::vector<uint8_t> sense = {0, 18, 0x70, 0, 0x03, 0, 0, 0, 0, 10, 0, 0, 0, 0, 0x11, 0x00,
+                                  0, 0, 0, 0};
+    rsp.set_data_segment_length(static_cast<uint32_t>(sense.size()));
+    t.Send(rsp, sense);
+    FakePdu rest;
+    while (t.Read(&rest)) {
+      if (rest.bhs.opcode() == Opcode::kScsiCommand) {
+        t.Send(ResponseHeader(Opcode::kScsiResponse, rest.bhs.itt(), t.next_statsn(), 3, 64));
+      }
+    }
+  }, {}, true);
+  ExpectError(st, StatusCode::kIoError, "MEDIUM ERROR: UNRECOVERED READ ERROR");
+}
+
+}  // namespace
+}  // namespace iser
+
+#include "discovery/discovery.h"
+
+namespace iser {
+namespace {
+
+TEST(FakeTarget, LoginRedirectIsFollowed) {
+  std::atomic<bool> used{false};
+  FakeTarget real({}, [&](FakeTarget& t) {
+    used = true;
+    FakePdu pdu;
+    while (t.Read(&pdu)) {
+    }
+  });
+  FakeTarget::LoginBehavior redirect;
+  redirect.status_class = 1;
+  redirect.status_detail = 1;
+  redirect.status_keys = {"TargetAddress=127.0.0.1:" + std::to_string(real.port()) + ",1"};
+  FakeTarget first(redirect, [](FakeTarget&) {});
+  Result<std::unique_ptr<Session>> s = Session::Open(OptionsFor(first));
+  ASSERT_TRUE(s.ok()) << s.status().ToString();
+  EXPECT_EQ((*s)->portal().port, real.port());
+  EXPECT_TRUE(used);
+}
+
+TEST(FakeTarget, RedirectWithoutAddressIsAnError) {
+  FakeTarget::LoginBehavior redirect;
+  redirect.status_class = 1;
+  redirect.status_detail = 2;
+  FakeTarget first(redirect, [](FakeTarget&) {});
+  Result<std::unique_ptr<Session>> s = Session::Open(OptionsFor(first));
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.status().message().find("redirect without a TargetAddress"), std::string::npos)
+      << s.status().ToString();
+}
+
+// SendTargets answered in three Text Responses: F=0 with a TTT twice (a pair split across the
+// first two), then F=1. Every continuation request must echo the TTT.
+TEST(FakeTarget, SendTargetsContinuation) {
+  std::atomic<int> ttt_errors{0};
+  const std::string answer = EncodeText({{"TargetName", "iqn.2026-11.example:first"},
+                                         {"TargetAddress", "127.0.0.1:3260,1"},
+                                         {"TargetName", "iqn.2026-11.example:second"},
+                                         {"TargetAddress", "[::1]:3261,2"}});
+  FakeTarget target({}, [&](FakeTarget& t) {
+    const size_t cut1 = 20, cut2 = 50;
+    const std::string parts[3] = {answer.substr(0, cut1), answer.substr(cut1, cut2 - cut1),
+                                  answer.substr(cut2)};
+    for (int i = 0; i < 3; ++i) {
+      FakePdu req;
+      if (!t.Read(&req) || req.bhs.opcode() != Opcode::kTextRequest) return;
+      if (i > 0 && req.bhs.u32(bhs::kTtt) != 0x100u + static_cast<uint32_t>(i)) ++ttt_errors;
+      Bhs rsp = ResponseHeader(Opcode::kTextResponse, req.bhs.itt(), t.next_statsn(), 2, 64);
+      rsp.set_flags(i == 2 ? kFinalBit : (i == 0 ? kContinueBit : 0));
+      rsp.set_u32(bhs::kTtt, i == 2 ? kReservedTag : 0x101u + static_cast<uint32_t>(i));
+      rsp.set_data_segment_length(static_cast<uint32_t>(parts[i].size()));
+      t.Send(rsp, std::vector<uint8_t>(parts[i].begin(), parts[i].end()));
+    }
+    FakePdu logout;
+    if (t.Read(&logout) && logout.bhs.opcode() == Opcode::kLogoutRequest) {
+      t.Send(ResponseHeader(Opcode::kLogoutResponse, logout.bhs.itt(), t.next_statsn(), 2, 64));
+    }
+  });
+  Result<std::vector<DiscoveredTarget>> targets = DiscoverTargets(OptionsFor(target));
+  ASSERT_TRUE(targets.ok()) << targets.status().ToString();
+  ASSERT_EQ(targets->size(), 2u);
+  EXPECT_EQ((*targets)[1].name, "iqn.2026-11.example:second");
+  EXPECT_EQ((*targets)[1].portals[0].portal.host, "::1");
+  EXPECT_EQ((*targets)[1].portals[0].tpgt, 2);
+  EXPECT_EQ(ttt_errors, 0);
+}
+
+}  // namespace
+}  // namespace iser

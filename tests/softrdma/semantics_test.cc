@@ -1,0 +1,257 @@
+// RC semantics of softrdma through the standard verbs/RDMA CM API: data movement, remote access
+// errors (rkey, bounds, access flags), RNR, flush on error and disconnect, private data, reject.
+#include <gtest/gtest.h>
+
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <vector>
+
+#include "verbs_pair.h"
+
+namespace {
+
+uint64_t addr_of(Side& s, size_t off) {
+  return reinterpret_cast<uintptr_t>(s.buf.data() + off);
+}
+
+TEST(Softrdma, SendConsumesPostedReceiveAndPrivateDataRoundTrips) {
+  VerbsPair p;
+  p.connect_pdata = "hello from the active side";
+  p.accept_pdata = "and back";
+  ASSERT_TRUE(p.connect());
+  EXPECT_EQ(p.established_pdata.substr(0, p.accept_pdata.size()), p.accept_pdata);
+  ASSERT_EQ(post_recv(p.b, 7, 0, 4096), 0);
+  strcpy(p.a.buf.data(), "payload");
+  ASSERT_EQ(post_send(p.a, IBV_WR_SEND, 1, 0, 8), 0);
+  auto rc = p.wait_wc(p.b, 1);
+  ASSERT_EQ(rc.size(), 1u);
+  EXPECT_EQ(rc[0].status, IBV_WC_SUCCESS);
+  EXPECT_EQ(rc[0].opcode, IBV_WC_RECV);
+  EXPECT_EQ(rc[0].wr_id, 7u);
+  EXPECT_EQ(rc[0].byte_len, 8u);
+  EXPECT_STREQ(p.b.buf.data(), "payload");
+  auto sc = p.wait_wc(p.a, 1);
+  ASSERT_EQ(sc.size(), 1u);
+  EXPECT_EQ(sc[0].opcode, IBV_WC_SEND);
+}
+
+TEST(Softrdma, WriteThenSendCompleteInOrderWithDataPlaced) {
+  VerbsPair p;
+  ASSERT_TRUE(p.connect());
+  ASSERT_EQ(post_recv(p.b, 1, 0, 64), 0);
+  memset(p.a.buf.data() + 4096, 0x5a, 65536);
+  ASSERT_EQ(post_send(p.a, IBV_WR_RDMA_WRITE, 10, 4096, 65536, addr_of(p.b, 8192), p.b.mr->rkey),
+            0);
+  ASSERT_EQ(post_send(p.a, IBV_WR_SEND, 11, 0, 16), 0);
+  auto rc = p.wait_wc(p.b, 1);
+  ASSERT_EQ(rc.size(), 1u);
+  // The WRITE is placed before the SEND that follows it arrives.
+  EXPECT_EQ(memcmp(p.b.buf.data() + 8192, p.a.buf.data() + 4096, 65536), 0);
+  auto sc = p.wait_wc(p.a, 2);
+  ASSERT_EQ(sc.size(), 2u);
+  EXPECT_EQ(sc[0].wr_id, 10u);
+  EXPECT_EQ(sc[0].opcode, IBV_WC_RDMA_WRITE);
+  EXPECT_EQ(sc[1].wr_id, 11u);
+}
+
+TEST(Softrdma, ReadFetchesRemoteMemory) {
+  VerbsPair p;
+  ASSERT_TRUE(p.connect());
+  memset(p.b.buf.data(), 0xa5, 300000);
+  ASSERT_EQ(post_send(p.a, IBV_WR_RDMA_READ, 3, 0, 300000, addr_of(p.b, 0), p.b.mr->rkey), 0);
+  auto sc = p.wait_wc(p.a, 1);
+  ASSERT_EQ(sc.size(), 1u);
+  EXPECT_EQ(sc[0].status, IBV_WC_SUCCESS);
+  EXPECT_EQ(sc[0].opcode, IBV_WC_RDMA_READ);
+  EXPECT_EQ(memcmp(p.a.buf.data(), p.b.buf.data(), 300000), 0);
+}
+
+void expect_remote_access_error(VerbsPair& p, ibv_wr_opcode op, uint64_t raddr, uint32_t rkey) {
+  ASSERT_EQ(post_recv(p.a, 50, 0, 64), 0);
+  ASSERT_EQ(post_send(p.a, op, 20, 0, 4096, raddr, rkey), 0);
+  ASSERT_EQ(post_send(p.a, IBV_WR_SEND, 21, 0, 8, 0, 0, false), 0);
+  auto sc = p.wait_wc(p.a, 3);
+  ASSERT_EQ(sc.size(), 3u);
+  EXPECT_EQ(sc[0].wr_id, 20u);
+  EXPECT_EQ(sc[0].status, IBV_WC_REM_ACCESS_ERR);
+  // Everything behind it flushes, unsignaled or not, and so does the receive queue. The two
+  // queues are independent: the unsignaled SEND may have been posted before or after the error.
+  std::vector<ibv_wc> send_q, recv_q;
+  for (size_t i = 1; i < sc.size(); i++) (sc[i].wr_id == 50 ? recv_q : send_q).push_back(sc[i]);
+  ASSERT_EQ(send_q.size(), 1u);
+  ASSERT_EQ(recv_q.size(), 1u);
+  EXPECT_EQ(send_q[0].wr_id, 21u);
+  EXPECT_EQ(send_q[0].status, IBV_WC_WR_FLUSH_ERR);
+  EXPECT_EQ(recv_q[0].status, IBV_WC_WR_FLUSH_ERR);
+  if (getenv("SOFTRDMA_STRICT")) {
+    // Strict mode poisons what an error completion leaves undefined.
+    EXPECT_EQ(send_q[0].byte_len, 0xa5a5a5a5u);
+    EXPECT_EQ(recv_q[0].src_qp, 0xa5a5a5a5u);
+  }
+  // Posting in the error state completes with a flush at once.
+  ASSERT_EQ(post_send(p.a, IBV_WR_SEND, 22, 0, 8), 0);
+  auto more = p.wait_wc(p.a, 1);
+  ASSERT_EQ(more.size(), 1u);
+  EXPECT_EQ(more[0].status, IBV_WC_WR_FLUSH_ERR);
+  // The responder's QP went to error too: its receives flush.
+  ASSERT_EQ(post_recv(p.b, 60, 0, 64), 0);
+  auto rc = p.wait_wc(p.b, 1);
+  ASSERT_EQ(rc.size(), 1u);
+  EXPECT_EQ(rc[0].status, IBV_WC_WR_FLUSH_ERR);
+  ibv_async_event ae;
+  ASSERT_EQ(ibv_get_async_event(p.b.id->verbs, &ae), 0);
+  EXPECT_EQ(ae.event_type, IBV_EVENT_QP_ACCESS_ERR);
+  EXPECT_EQ(ae.element.qp, p.b.id->qp);
+  ibv_ack_async_event(&ae);
+}
+
+TEST(Softrdma, BadRkeyIsRemoteAccessError) {
+  VerbsPair p;
+  ASSERT_TRUE(p.connect());
+  expect_remote_access_error(p, IBV_WR_RDMA_WRITE, addr_of(p.b, 0), p.b.mr->rkey ^ 0x1234);
+}
+
+TEST(Softrdma, OutOfBoundsIsRemoteAccessError) {
+  VerbsPair p;
+  ASSERT_TRUE(p.connect());
+  expect_remote_access_error(p, IBV_WR_RDMA_WRITE, addr_of(p.b, p.b.buf.size() - 100),
+                             p.b.mr->rkey);
+}
+
+TEST(Softrdma, WrongAccessFlagsIsRemoteAccessError) {
+  VerbsPair p;
+  ASSERT_TRUE(p.connect(7, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE));
+  expect_remote_access_error(p, IBV_WR_RDMA_READ, addr_of(p.b, 0), p.b.mr->rkey);
+}
+
+TEST(Softrdma, RnrWaitsForAReceiveWithInfiniteRetry) {
+  VerbsPair p;
+  ASSERT_TRUE(p.connect(7));
+  ASSERT_EQ(post_send(p.a, IBV_WR_SEND, 1, 0, 8), 0);
+  // A READ behind the parked SEND is still served.
+  ASSERT_EQ(post_send(p.a, IBV_WR_RDMA_READ, 2, 4096, 64, addr_of(p.b, 0), p.b.mr->rkey), 0);
+  EXPECT_TRUE(p.wait_wc(p.b, 1, 200).empty());
+  ASSERT_EQ(post_recv(p.b, 9, 0, 64), 0);
+  auto rc = p.wait_wc(p.b, 1);
+  ASSERT_EQ(rc.size(), 1u);
+  EXPECT_EQ(rc[0].status, IBV_WC_SUCCESS);
+  auto sc = p.wait_wc(p.a, 2);
+  ASSERT_EQ(sc.size(), 2u);
+  EXPECT_EQ(sc[0].wr_id, 1u);
+  EXPECT_EQ(sc[1].wr_id, 2u);
+}
+
+TEST(Softrdma, RnrWithoutRetryIsAnError) {
+  VerbsPair p;
+  ASSERT_TRUE(p.connect(0));
+  ASSERT_EQ(post_send(p.a, IBV_WR_SEND, 1, 0, 8), 0);
+  auto sc = p.wait_wc(p.a, 1);
+  ASSERT_EQ(sc.size(), 1u);
+  EXPECT_EQ(sc[0].status, IBV_WC_RNR_RETRY_EXC_ERR);
+}
+
+TEST(Softrdma, ReceiveTooSmallIsLengthError) {
+  VerbsPair p;
+  ASSERT_TRUE(p.connect());
+  ASSERT_EQ(post_recv(p.b, 1, 0, 16), 0);
+  ASSERT_EQ(post_send(p.a, IBV_WR_SEND, 2, 0, 64), 0);
+  auto rc = p.wait_wc(p.b, 1);
+  ASSERT_EQ(rc.size(), 1u);
+  EXPECT_EQ(rc[0].status, IBV_WC_LOC_LEN_ERR);
+  auto sc = p.wait_wc(p.a, 1);
+  ASSERT_EQ(sc.size(), 1u);
+  EXPECT_EQ(sc[0].status, IBV_WC_REM_INV_REQ_ERR);
+}
+
+TEST(Softrdma, DisconnectFlushesAndEndsWithTimewaitExit) {
+  VerbsPair p;
+  ASSERT_TRUE(p.connect());
+  for (int i = 0; i < 4; i++) ASSERT_EQ(post_recv(p.b, 100 + i, 0, 64), 0);
+  ASSERT_EQ(rdma_disconnect(p.a.id), 0);
+  int disconnected = 0, timewait = 0;
+  for (int i = 0; i < 4; i++) {
+    // Both sides' events share one channel: accept either kind, then count.
+    ASSERT_TRUE(p.next_event(RDMA_CM_EVENT_DISCONNECTED) ||
+                p.last.event == RDMA_CM_EVENT_TIMEWAIT_EXIT);
+    disconnected += p.last.event == RDMA_CM_EVENT_DISCONNECTED;
+    timewait += p.last.event == RDMA_CM_EVENT_TIMEWAIT_EXIT;
+  }
+  EXPECT_EQ(disconnected, 2);
+  EXPECT_EQ(timewait, 2);
+  auto rc = p.wait_wc(p.b, 4);
+  ASSERT_EQ(rc.size(), 4u);
+  for (int i = 0; i < 4; i++) {
+    EXPECT_EQ(rc[i].wr_id, 100u + i);
+    EXPECT_EQ(rc[i].status, IBV_WC_WR_FLUSH_ERR);
+  }
+  // A second disconnect after the peer's succeeds (tgtd does this).
+  EXPECT_EQ(rdma_disconnect(p.b.id), 0);
+}
+
+TEST(Softrdma, RejectCarriesPrivateDataAndStatus28) {
+  VerbsPair p;
+  p.ec = rdma_create_event_channel();
+  ASSERT_EQ(rdma_create_id(p.ec, &p.listener, nullptr, RDMA_PS_TCP), 0);
+  sockaddr_in sin{};
+  sin.sin_family = AF_INET;
+  sin.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(rdma_bind_addr(p.listener, reinterpret_cast<sockaddr*>(&sin)), 0);
+  ASSERT_EQ(rdma_listen(p.listener, 4), 0);
+  sin.sin_port = rdma_get_src_port(p.listener);
+  ASSERT_EQ(rdma_create_id(p.ec, &p.a.id, nullptr, RDMA_PS_TCP), 0);
+  ASSERT_EQ(rdma_resolve_addr(p.a.id, nullptr, reinterpret_cast<sockaddr*>(&sin), 1000), 0);
+  ASSERT_TRUE(p.next_event(RDMA_CM_EVENT_ADDR_RESOLVED));
+  ASSERT_EQ(rdma_resolve_route(p.a.id, 1000), 0);
+  ASSERT_TRUE(p.next_event(RDMA_CM_EVENT_ROUTE_RESOLVED));
+  rdma_conn_param cp{};
+  ASSERT_EQ(rdma_connect(p.a.id, &cp), 0);
+  ASSERT_TRUE(p.next_event(RDMA_CM_EVENT_CONNECT_REQUEST));
+  ASSERT_EQ(rdma_reject(p.b.id, "go away", 7), 0);
+  ASSERT_TRUE(p.next_event(RDMA_CM_EVENT_REJECTED, 28));
+  EXPECT_EQ(p.last_pdata.substr(0, 7), "go away");
+}
+
+TEST(Softrdma, NoListenerIsRejectedWithStatus8) {
+  VerbsPair p;
+  p.ec = rdma_create_event_channel();
+  ASSERT_EQ(rdma_create_id(p.ec, &p.a.id, nullptr, RDMA_PS_TCP), 0);
+  sockaddr_in sin{};
+  sin.sin_family = AF_INET;
+  sin.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  sin.sin_port = htons(9);
+  ASSERT_EQ(rdma_resolve_addr(p.a.id, nullptr, reinterpret_cast<sockaddr*>(&sin), 1000), 0);
+  ASSERT_TRUE(p.next_event(RDMA_CM_EVENT_ADDR_RESOLVED));
+  ASSERT_EQ(rdma_resolve_route(p.a.id, 1000), 0);
+  ASSERT_TRUE(p.next_event(RDMA_CM_EVENT_ROUTE_RESOLVED));
+  rdma_conn_param cp{};
+  ASSERT_EQ(rdma_connect(p.a.id, &cp), 0);
+  EXPECT_TRUE(p.next_event(RDMA_CM_EVENT_REJECTED, 8));
+}
+
+TEST(Softrdma, StrictModeRefusesToRegisterUnmappedMemory) {
+  if (!getenv("SOFTRDMA_STRICT")) GTEST_SKIP() << "needs SOFTRDMA_STRICT=1";
+  int n;
+  ibv_device** list = ibv_get_device_list(&n);
+  ASSERT_GE(n, 1);
+  ibv_context* ctx = ibv_open_device(list[0]);
+  ibv_pd* pd = ibv_alloc_pd(ctx);
+  long page = sysconf(_SC_PAGESIZE);
+  void* p = mmap(nullptr, 2 * page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  ASSERT_NE(p, MAP_FAILED);
+  munmap(static_cast<char*>(p) + page, page);
+  errno = 0;
+  EXPECT_EQ(ibv_reg_mr(pd, p, 2 * page, IBV_ACCESS_LOCAL_WRITE), nullptr);
+  EXPECT_EQ(errno, EFAULT);
+  ibv_mr* mr = ibv_reg_mr(pd, p, page, IBV_ACCESS_LOCAL_WRITE);
+  EXPECT_NE(mr, nullptr);
+  ibv_dereg_mr(mr);
+  munmap(p, page);
+  ibv_dealloc_pd(pd);
+  ibv_free_device_list(list);
+}
+
+}  // namespace

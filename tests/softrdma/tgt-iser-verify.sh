@@ -1,0 +1,37 @@
+#!/bin/bash
+# A libiscsi program writes random blocks (512 B to 256 KiB) over iser:// to tgtd under softrdma
+# and checks them against the backing file: one session, then two sessions on two LUNs at once,
+# then 20 sessions in a row while tgtd's open fds must not grow.
+# Usage: tgt-iser-verify.sh PATH_TO_softrdma_iser_verify
+set -eu
+if [ "${SOFTRDMA_IN_NETNS:-}" != 1 ]; then
+  if [ "$(id -u)" = 0 ]; then
+    exec env SOFTRDMA_IN_NETNS=1 timeout 150 unshare -n "$0" "$@"
+  fi
+  exec env SOFTRDMA_IN_NETNS=1 timeout 150 unshare -rn "$0" "$@"
+fi
+VERIFY=$1
+. "$(dirname "$0")/tgt-lib.sh"
+[ -x "$VERIFY" ] || { echo "FAIL: $VERIFY is missing"; exit 1; }
+start_tgtd 32 2
+URL="iser://127.0.0.1:3260/$IQN"
+
+timeout 60 "$SOFTRDMA_RUN" "$VERIFY" "$INITIATOR" "$URL/1" "$WORK/lun1.img" 200 1
+
+timeout 60 "$SOFTRDMA_RUN" "$VERIFY" "$INITIATOR" "$URL/1" "$WORK/lun1.img" 100 2 &
+a=$!
+timeout 60 "$SOFTRDMA_RUN" "$VERIFY" "$INITIATOR" "$URL/2" "$WORK/lun2.img" 100 3 &
+b=$!
+wait $a || { echo "FAIL: session on LUN 1"; exit 1; }
+wait $b || { echo "FAIL: session on LUN 2"; exit 1; }
+
+fds() { ls /proc/"$TGTD_PID"/fd | wc -l; }
+before=$(fds)
+for i in $(seq 20); do
+  timeout 20 "$SOFTRDMA_RUN" "$VERIFY" "$INITIATOR" "$URL/1" "$WORK/lun1.img" 2 "$((10 + i))" >/dev/null
+done
+sleep 0.5
+after=$(fds)
+echo "tgtd open fds: $before before 20 sessions, $after after"
+[ "$after" -le "$before" ] || { echo "FAIL: tgtd leaks fds ($before -> $after)"; exit 1; }
+echo PASS

@@ -1,0 +1,51 @@
+// Test fixture: two RC QPs in this process connected through the RDMA CM of whatever
+// libibverbs/librdmacm are loaded (softrdma's drop-ins under ctest). Contract: every wait is
+// bounded (a missing event or completion fails the test instead of hanging).
+#pragma once
+
+#include <arpa/inet.h>
+#include <infiniband/verbs.h>
+#include <poll.h>
+#include <rdma/rdma_cma.h>
+
+#include <cstring>
+#include <string>
+#include <vector>
+
+struct Side {
+  rdma_cm_id* id = nullptr;
+  ibv_pd* pd = nullptr;
+  ibv_comp_channel* ch = nullptr;
+  ibv_cq* cq = nullptr;
+  std::vector<char> buf = std::vector<char>(1 << 20);
+  ibv_mr* mr = nullptr;
+};
+
+class VerbsPair {
+ public:
+  rdma_event_channel* ec = nullptr;
+  rdma_cm_id* listener = nullptr;
+  Side a, b;  // a connects, b accepts
+  std::string accept_pdata, connect_pdata;
+  rdma_cm_event last{};
+  std::string last_pdata;
+  std::string established_pdata;  // what the accepting side sent, as the active side saw it
+
+  // Waits up to 5 s for the next CM event; its fields are copied into `last`.
+  bool next_event(rdma_cm_event_type want, int status = 0);
+  // Listens, connects a to b with the given rnr_retry for both sides, and accepts.
+  bool connect(uint8_t rnr_retry = 7, int mr_access = IBV_ACCESS_LOCAL_WRITE |
+                                                      IBV_ACCESS_REMOTE_WRITE |
+                                                      IBV_ACCESS_REMOTE_READ);
+  // Collects up to n completions from a side's CQ within the timeout.
+  std::vector<ibv_wc> wait_wc(Side& s, int n, int timeout_ms = 5000);
+  uint16_t port = 0;
+  ~VerbsPair();
+
+ private:
+  bool setup_side(Side& s, rdma_cm_id* id, int access);
+};
+
+int post_send(Side& s, ibv_wr_opcode op, uint64_t wr_id, size_t off, size_t len, uint64_t raddr = 0,
+              uint32_t rkey = 0, bool signaled = true);
+int post_recv(Side& s, uint64_t wr_id, size_t off, size_t len);

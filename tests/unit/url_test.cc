@@ -1,0 +1,121 @@
+// iscsi:// and iser:// URLs and portals, good and bad.
+#include <gtest/gtest.h>
+
+#include "discovery/sendtargets.h"
+#include "discovery/url.h"
+
+namespace iser {
+namespace {
+
+TEST(Url, FullLibiscsiForm) {
+  Result<IscsiUrl> u = ParseIscsiUrl(
+      "iscsi://alice%s3cret@192.0.2.1:3261/iqn.2026-11.example:disk/3"
+      "?target_user=tgt&target_password=p%40ss&header_digest=crc32c-none&auth=sha-256,md5");
+  ASSERT_TRUE(u.ok()) << u.status().ToString();
+  EXPECT_EQ(u->transport, TransportKind::kTcp);
+  EXPECT_EQ(u->user, "alice");
+  EXPECT_EQ(u->password, "s3cret");
+  EXPECT_EQ(u->portal.host, "192.0.2.1");
+  EXPECT_EQ(u->portal.port, 3261);
+  EXPECT_EQ(u->target, "iqn.2026-11.example:disk");
+  ASSERT_TRUE(u->lun);
+  EXPECT_EQ(*u->lun, 3u);
+  EXPECT_EQ(u->target_user, "tgt");
+  EXPECT_EQ(u->target_password, "p@ss");
+  ASSERT_TRUE(u->header_digest);
+  EXPECT_EQ(*u->header_digest, (std::vector<DigestType>{DigestType::kCrc32c, DigestType::kNone}));
+  EXPECT_EQ(u->auth, (std::vector<ChapAlgorithm>{ChapAlgorithm::kSha256, ChapAlgorithm::kMd5}));
+  EXPECT_EQ(u->Redacted(), "iscsi://alice%***@192.0.2.1:3261/iqn.2026-11.example:disk/3");
+}
+
+TEST(Url, PortalOnlyDefaultPortAndIser) {
+  Result<IscsiUrl> u = ParseIscsiUrl("iser://storage.example");
+  ASSERT_TRUE(u.ok());
+  EXPECT_EQ(u->transport, TransportKind::kIser);
+  EXPECT_EQ(u->portal.port, 3260);
+  EXPECT_TRUE(u->target.empty());
+  EXPECT_FALSE(u->lun);
+  u = ParseIscsiUrl("iscsi://127.0.0.1?iser");
+  ASSERT_TRUE(u.ok()) << u.status().ToString();
+  EXPECT_EQ(u->transport, TransportKind::kIser);
+  u = ParseIscsiUrl("iscsi://127.0.0.1/iqn.x/");
+  ASSERT_TRUE(u.ok());
+  EXPECT_FALSE(u->lun);
+}
+
+TEST(Url, Ipv6) {
+  Result<IscsiUrl> u = ParseIscsiUrl("iscsi://[fec0::1]:3262/iqn.x/0");
+  ASSERT_TRUE(u.ok()) << u.status().ToString();
+  EXPECT_EQ(u->portal.host, "fec0::1");
+  EXPECT_EQ(u->portal.port, 3262);
+  EXPECT_EQ(u->portal.ToString(), "[fec0::1]:3262");
+  EXPECT_EQ(*u->lun, 0u);
+}
+
+TEST(Url, BadUrlsNameTheProblem) {
+  auto err = [](const char* url) { return ParseIscsiUrl(url).status(); };
+  EXPECT_NE(err("http://x/iqn/1").message().find("iscsi://"), std::string::npos);
+  EXPECT_NE(err("iscsi://h/iqn/1?bogus=1").message().find("unknown argument 'bogus'"),
+            std::string::npos);
+  EXPECT_NE(err("iscsi://h:0/iqn/1").message().find("port"), std::string::npos);
+  EXPECT_NE(err("iscsi://h:70000/iqn/1").message().find("port"), std::string::npos);
+  EXPECT_NE(err("iscsi://h:abc/iqn/1").message().find("port"), std::string::npos);
+  EXPECT_NE(err("iscsi://h/iqn/x1").message().find("LUN"), std::string::npos);
+  EXPECT_NE(err("iscsi://h/iqn/1?auth=des").message().find("des"), std::string::npos);
+  EXPECT_NE(err("iscsi://h/iqn/1?header_digest=md5").message().find("header_digest"),
+            std::string::npos);
+  EXPECT_NE(err("iscsi://h/iqn/1?auth=md5&auth=sha1").message().find("twice"), std::string::npos);
+  EXPECT_NE(err("iscsi://h/iq%zz/1").message().find("percent"), std::string::npos);
+  EXPECT_NE(err("iscsi://h/iq%2/1").message().find("percent"), std::string::npos);
+  EXPECT_NE(err("iscsi://[fec0::1/iqn/1").message().find("["), std::string::npos);
+  EXPECT_NE(err("iscsi://h/iqn/1?target_user").message().find("needs a value"), std::string::npos);
+  EXPECT_NE(err("iscsi://@h/iqn/1").message().find("user"), std::string::npos);
+  EXPECT_EQ(err("iscsi://bad host/iqn").code(), StatusCode::kInvalidArgument);
+}
+
+TEST(Portal, Forms) {
+  EXPECT_EQ(ParsePortal("10.1.2.3")->port, 3260);
+  EXPECT_EQ(ParsePortal("10.1.2.3:3000")->port, 3000);
+  EXPECT_EQ(ParsePortal("[::1]:3000")->host, "::1");
+  EXPECT_EQ(ParsePortal("fe80::1")->host, "fe80::1");
+  EXPECT_FALSE(ParsePortal("").ok());
+  EXPECT_FALSE(ParsePortal("[::1]x").ok());
+  EXPECT_FALSE(ParsePortal("[nothex]:1").ok());
+}
+
+TEST(Url, PasswordsArePercentDecodedAndKeptOutOfErrors) {
+  // The first '%' separates user and password (libiscsi's form); later ones are escapes.
+  Result<IscsiUrl> u = ParseIscsiUrl("iscsi://bob%p%40ss%25w@h/iqn.x/1");
+  ASSERT_TRUE(u.ok()) << u.status().ToString();
+  EXPECT_EQ(u->user, "bob");
+  EXPECT_EQ(u->password, "p@ss%w");
+  const Status st =
+      ParseIscsiUrl("iscsi://bob%hunter2@h/iqn.x/zz?target_password=swordfish").status();
+  EXPECT_NE(st.message().find("LUN"), std::string::npos) << st.message();
+  EXPECT_EQ(st.message().find("hunter2"), std::string::npos) << st.message();
+  EXPECT_EQ(st.message().find("swordfish"), std::string::npos) << st.message();
+  EXPECT_FALSE(ParseIscsiUrl("iscsi://bob%pa%zz@h/iqn.x/1").ok());
+  const Status no_user =
+      ParseIscsiUrl("iscsi://h/iqn.x/1?target_password=swordfish&bogus").status();
+  EXPECT_NE(no_user.message().find("bogus"), std::string::npos) << no_user.message();
+  EXPECT_EQ(no_user.message().find("swordfish"), std::string::npos) << no_user.message();
+}
+
+TEST(Url, EachArgumentAndLunBounds) {
+  Result<IscsiUrl> u =
+      ParseIscsiUrl("iser://[::1]/iqn.x/281474976710655?data_digest=none-crc32c&auth=SHA3-256");
+  ASSERT_TRUE(u.ok()) << u.status().ToString();
+  EXPECT_EQ(u->transport, TransportKind::kIser);
+  EXPECT_EQ(*u->lun, 281474976710655u);
+  EXPECT_FALSE(u->header_digest);
+  EXPECT_EQ(*u->data_digest, (std::vector<DigestType>{DigestType::kNone, DigestType::kCrc32c}));
+  EXPECT_EQ(u->auth, std::vector<ChapAlgorithm>{ChapAlgorithm::kSha3_256});
+  EXPECT_FALSE(ParseIscsiUrl("iscsi://h/iqn.x/281474976710656").ok()) << "LUN above 2^48-1";
+  EXPECT_FALSE(ParseIscsiUrl("iscsi://h/iqn.x/-1").ok());
+  EXPECT_FALSE(ParseIscsiUrl("iscsi://h/iqn.x/1?iser=1").ok());
+  EXPECT_FALSE(ParseIscsiUrl("iscsi://h//1").ok()) << "a LUN without a target";
+  EXPECT_FALSE(ParseIscsiUrl("iscsi://h:/iqn.x").ok());
+}
+
+}  // namespace
+}  // namespace iser
