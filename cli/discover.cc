@@ -15,7 +15,6 @@ Result<std::vector<DiscoveredTarget>> Discover(const IscsiUrl& portal_url,
   if (!so.ok()) return so.status();
   // Discovery always runs over TCP unless -I iser asks for an iSER discovery session.
   if (!c.transport) so->transport = TransportKind::kTcp;
-  so->offer.rdma_extensions = false;
   return DiscoverTargets(*so);
 }
 

@@ -80,14 +80,6 @@ Result<SessionOptions> SessionOptionsFor(const IscsiUrl& url, const ConnectOptio
   if (!url.auth.empty()) s.chap.algorithms = url.auth;
   if (url.header_digest) s.offer.header_digest = *url.header_digest;
   if (url.data_digest) s.offer.data_digest = *url.data_digest;
-  if (s.transport == TransportKind::kIser) {
-    // The key set iSER targets expect (iser-protocol.md §3.3): data moves by RDMA, so R2T and
-    // burst sizes only bound what the target reads per request.
-    s.offer.rdma_extensions = true;
-    s.offer.initial_r2t = true;
-    s.offer.first_burst_length = 65536;
-    s.offer.max_burst_length = 262144;
-  }
   s.login_timeout = options.login_timeout;
   s.nop_interval = options.nop_interval;
   s.nop_timeout = options.nop_timeout;

@@ -39,6 +39,18 @@ const char* RejectReasonName(uint8_t reason) {
   return "unknown reason";
 }
 
+// The key set iSER targets expect (iser-protocol.md §3.3): data moves by RDMA, so R2T and burst
+// sizes only bound what the target reads per request, and iSER carries no digests.
+void AdaptOfferToIser(OperationalOffer* offer) {
+  offer->rdma_extensions = true;
+  offer->header_digest = {DigestType::kNone};
+  offer->data_digest = {DigestType::kNone};
+  offer->initial_r2t = true;
+  offer->first_burst_length = 65536;
+  offer->max_burst_length = 262144;
+  offer->max_recv_data_segment_length = 8192;  // our receive buffers hold 8 KiB of data
+}
+
 }  // namespace
 
 Result<std::unique_ptr<Datamover>> MakeDatamover(TransportKind kind) {
@@ -59,6 +71,7 @@ Status ConnectAndLogin(const SessionOptions& options, SessionType type,
   req.cmdsn = 1;
   req.itt = 0;
   req.offer = options.offer;
+  if (options.transport == TransportKind::kIser) AdaptOfferToIser(&req.offer);
   req.chap = options.chap;
   for (int hop = 0;; ++hop) {
     Result<std::unique_ptr<Datamover>> dm = MakeDatamover(options.transport);
@@ -96,6 +109,11 @@ Result<std::unique_ptr<Session>> Session::Open(const SessionOptions& options) {
   std::unique_ptr<Session> s(new Session(options));
   ISER_RETURN_IF_ERROR(
       ConnectAndLogin(options, SessionType::kNormal, &s->dm_, &s->outcome_, &s->portal_));
+  if (options.transport == TransportKind::kIser && !s->outcome_.params.rdma_extensions) {
+    return Status::LoginFailed("the target at " + s->portal_.ToString() +
+                               " refused RDMAExtensions=Yes: it serves this target over iSCSI/TCP "
+                               "only (use an iscsi:// URL)");
+  }
   ISER_RETURN_IF_ERROR(s->dm_->EnterFullFeature(s->outcome_.params));
   // Login PDUs are immediate: the first command reuses the login's CmdSN.
   s->window_.Reset(1, s->outcome_.exp_cmdsn, s->outcome_.max_cmdsn);

@@ -8,6 +8,11 @@
 #   ... run the test against iscsi://127.0.0.1:$TGT_PORT/iqn.2026-11.test:disk/1
 #   tgt_stop                      # also run by the EXIT trap tgt_start installs
 #
+# With TGT_LLD=iser the target is tgtd's iSER target under softrdma, serving TCP discovery and
+# RDMA CM on 127.0.0.1:3260 like a real portal: the script must run under
+# tests/harness/iser-netns (its own network namespace, softrdma in front), and targets are also
+# bound to $TGT_ISER_INITIATOR (tgt 1.0.85 admits iSER initiators only by name and address).
+#
 # Every step fails loudly: a missing tgtd or a tgtadm error aborts the calling script. Each
 # fixture has its own directory, socket and port, so tests can run in parallel.
 
@@ -24,14 +29,23 @@ tgt_start() {
   command -v tgtd >/dev/null || tgt_fail "tgtd is not installed (Debian package tgt); run scripts/deps"
   TGT_DIR=$(mktemp -d /tmp/iser-tgt.XXXXXX)
   export TGT_IPC_SOCKET=$TGT_DIR/ipc
+  TGT_LLD=${TGT_LLD:-iscsi}
+  local lld_args=()
+  if [ "$TGT_LLD" = iser ]; then
+    [ "${ISER_TEST_NETNS:-}" = 1 ] || tgt_fail "TGT_LLD=iser needs tests/harness/iser-netns"
+    [ -n "${TGT_ISER_INITIATOR:-}" ] || tgt_fail "TGT_LLD=iser needs TGT_ISER_INITIATOR"
+    TGT_PORT=3260
+    lld_args=(--iser "port=$TGT_PORT,pool_sz_mb=128")
+  fi
   TGT_PORT=${TGT_PORT:-$(tgt_free_port)}
-  tgtd -f --iscsi portal=127.0.0.1:$TGT_PORT >"$TGT_DIR/tgtd.log" 2>&1 &
+  tgtd -f --iscsi portal=127.0.0.1:$TGT_PORT "${lld_args[@]}" >"$TGT_DIR/tgtd.log" 2>&1 &
   TGT_PID=$!
   trap tgt_stop EXIT
   local i
   for i in $(seq 1 100); do
     if tgtadm --op show --mode system >/dev/null 2>&1 &&
-       (exec 3<>/dev/tcp/127.0.0.1/$TGT_PORT) 2>/dev/null; then
+       (exec 3<>/dev/tcp/127.0.0.1/$TGT_PORT) 2>/dev/null &&
+       { [ "$TGT_LLD" != iser ] || grep -q "@softrdma/.*/$TGT_PORT\$" /proc/net/unix; }; then
       return 0
     fi
     kill -0 "$TGT_PID" 2>/dev/null || tgt_fail "tgtd exited: $(cat "$TGT_DIR/tgtd.log")"
@@ -46,8 +60,11 @@ tgt_adm() {
 
 tgt_target() {
   local tid=$1 iqn=$2
-  tgt_adm --lld iscsi --op new --mode target --tid "$tid" -T "$iqn"
-  tgt_adm --lld iscsi --op bind --mode target --tid "$tid" -I ALL
+  tgt_adm --lld "$TGT_LLD" --op new --mode target --tid "$tid" -T "$iqn"
+  tgt_adm --lld "$TGT_LLD" --op bind --mode target --tid "$tid" -I ALL
+  if [ "$TGT_LLD" = iser ]; then
+    tgt_adm --lld iser --op bind --mode target --tid "$tid" --initiator-name "$TGT_ISER_INITIATOR"
+  fi
 }
 
 # tgt_lun TID LUN SIZE [tgtadm options...]: backing file $TGT_DIR/lun-TID-LUN.img of SIZE.
@@ -67,9 +84,9 @@ tgt_lun() {
     fi
   done
   truncate -s "$size" "$img"
-  tgt_adm --lld iscsi --op new --mode logicalunit --tid "$tid" --lun "$lun" -b "$img" "${create[@]}"
+  tgt_adm --lld "$TGT_LLD" --op new --mode logicalunit --tid "$tid" --lun "$lun" -b "$img" "${create[@]}"
   if [ -n "$params" ]; then
-    tgt_adm --lld iscsi --op update --mode logicalunit --tid "$tid" --lun "$lun" --params "$params"
+    tgt_adm --lld "$TGT_LLD" --op update --mode logicalunit --tid "$tid" --lun "$lun" --params "$params"
   fi
 }
 
@@ -78,11 +95,11 @@ tgt_lun_file() { echo "$TGT_DIR/lun-$1-$2.img"; }
 # tgt_chap TID USER SECRET [TARGET_USER TARGET_SECRET]
 tgt_chap() {
   local tid=$1
-  tgt_adm --lld iscsi --op new --mode account --user "$2" --password "$3"
-  tgt_adm --lld iscsi --op bind --mode account --tid "$tid" --user "$2"
+  tgt_adm --lld "$TGT_LLD" --op new --mode account --user "$2" --password "$3"
+  tgt_adm --lld "$TGT_LLD" --op bind --mode account --tid "$tid" --user "$2"
   if [ $# -ge 5 ]; then
-    tgt_adm --lld iscsi --op new --mode account --user "$4" --password "$5"
-    tgt_adm --lld iscsi --op bind --mode account --tid "$tid" --user "$4" --outgoing
+    tgt_adm --lld "$TGT_LLD" --op new --mode account --user "$4" --password "$5"
+    tgt_adm --lld "$TGT_LLD" --op bind --mode account --tid "$tid" --user "$4" --outgoing
   fi
 }
 

@@ -44,7 +44,23 @@ static bool PortOpen(uint16_t port) {
   return ok;
 }
 
-TgtFixture::TgtFixture() {
+// softrdma names an RDMA CM listener on port P as the abstract Unix socket
+// "@softrdma/<namespace>/4/<address>/P".
+static bool RdmaCmListening(uint16_t port) {
+  std::ifstream unix_sockets("/proc/net/unix");
+  const std::string suffix = "/" + std::to_string(port);
+  std::string line;
+  while (std::getline(unix_sockets, line)) {
+    if (line.find("@softrdma/") != std::string::npos && line.size() > suffix.size() &&
+        line.compare(line.size() - suffix.size(), suffix.size(), suffix) == 0) {
+      return true;
+    }
+  }
+  return false;
+}
+
+TgtFixture::TgtFixture(TgtLld lld, std::string iser_initiator)
+    : lld_(lld), iser_initiator_(std::move(iser_initiator)) {
   char tmpl[] = "/tmp/iser-test-tgt.XXXXXX";
   dir_ = mkdtemp(tmpl);
   socket_ = dir_ + "/ipc";
@@ -56,16 +72,39 @@ TgtFixture::~TgtFixture() {
   if (std::system(cmd.c_str()) != 0) std::fprintf(stderr, "could not remove %s\n", dir_.c_str());
 }
 
+bool TgtFixture::Listening() const {
+  return PortOpen(port_) && (lld_ == TgtLld::kIscsi || RdmaCmListening(port_));
+}
+
 bool TgtFixture::Start(std::string* error) {
-  port_ = FreePort();
+  if (lld_ == TgtLld::kIser) {
+    if (std::getenv("ISER_TEST_NETNS") == nullptr) {
+      *error = "iSER tests must run under tests/harness/iser-netns (a private network namespace "
+               "with softrdma in front)";
+      return false;
+    }
+    if (iser_initiator_.empty()) {
+      *error = "an iSER target needs the initiator name to bind (tgt 1.0.85)";
+      return false;
+    }
+    port_ = 3260;
+  } else {
+    port_ = FreePort();
+  }
   pid_ = fork();
   if (pid_ == 0) {
     setenv("TGT_IPC_SOCKET", socket_.c_str(), 1);
     const std::string portal = "portal=127.0.0.1:" + std::to_string(port_);
+    const std::string iser = "port=" + std::to_string(port_) + ",pool_sz_mb=128";
     const std::string log = dir_ + "/tgtd.log";
     freopen(log.c_str(), "w", stdout);
     freopen(log.c_str(), "a", stderr);
-    execlp("tgtd", "tgtd", "-f", "--iscsi", portal.c_str(), static_cast<char*>(nullptr));
+    if (lld_ == TgtLld::kIser) {
+      execlp("tgtd", "tgtd", "-f", "--iscsi", portal.c_str(), "--iser", iser.c_str(),
+             static_cast<char*>(nullptr));
+    } else {
+      execlp("tgtd", "tgtd", "-f", "--iscsi", portal.c_str(), static_cast<char*>(nullptr));
+    }
     std::fprintf(stderr, "cannot run tgtd (install the Debian package tgt): %s\n", std::strerror(errno));
     _exit(127);
   }
@@ -76,10 +115,11 @@ bool TgtFixture::Start(std::string* error) {
       *error = "tgtd exited at start: " + log();
       return false;
     }
-    if (PortOpen(port_) && Adm("--op show --mode system") == 0) return true;
+    if (Listening() && Adm("--op show --mode system") == 0) return true;
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }
-  *error = "tgtd did not start listening on " + portal() + ": " + log();
+  *error = "tgtd did not start listening on " + portal() +
+           (lld_ == TgtLld::kIser ? " (TCP and RDMA CM)" : "") + ": " + log();
   return false;
 }
 
@@ -103,8 +143,12 @@ void TgtFixture::MustAdm(const std::string& args) {
 }
 
 void TgtFixture::AddTarget(int tid, const std::string& iqn) {
-  MustAdm("--lld iscsi --op new --mode target --tid " + std::to_string(tid) + " -T " + iqn);
-  MustAdm("--lld iscsi --op bind --mode target --tid " + std::to_string(tid) + " -I ALL");
+  MustAdm(Lld() + "--op new --mode target --tid " + std::to_string(tid) + " -T " + iqn);
+  MustAdm(Lld() + "--op bind --mode target --tid " + std::to_string(tid) + " -I ALL");
+  if (lld_ == TgtLld::kIser) {
+    MustAdm(Lld() + "--op bind --mode target --tid " + std::to_string(tid) +
+            " --initiator-name " + iser_initiator_);
+  }
 }
 
 std::string TgtFixture::AddLun(int tid, int lun, uint64_t size, const std::string& options,
@@ -115,24 +159,24 @@ std::string TgtFixture::AddLun(int tid, int lun, uint64_t size, const std::strin
     std::ofstream create(path);
   }
   EXPECT_EQ(truncate(path.c_str(), static_cast<off_t>(size)), 0) << path;
-  MustAdm("--lld iscsi --op new --mode logicalunit --tid " + std::to_string(tid) + " --lun " +
+  MustAdm(Lld() + "--op new --mode logicalunit --tid " + std::to_string(tid) + " --lun " +
           std::to_string(lun) + " -b " + path + " " + options);
   if (!params.empty()) {
-    MustAdm("--lld iscsi --op update --mode logicalunit --tid " + std::to_string(tid) +
+    MustAdm(Lld() + "--op update --mode logicalunit --tid " + std::to_string(tid) +
             " --lun " + std::to_string(lun) + " --params " + params);
   }
   return path;
 }
 
 void TgtFixture::SetTargetParam(int tid, const std::string& name, const std::string& value) {
-  MustAdm("--lld iscsi --op update --mode target --tid " + std::to_string(tid) + " --name " +
+  MustAdm(Lld() + "--op update --mode target --tid " + std::to_string(tid) + " --name " +
           name + " --value " + value);
 }
 
 void TgtFixture::AddChap(int tid, const std::string& user, const std::string& secret,
                          bool outgoing) {
-  MustAdm("--lld iscsi --op new --mode account --user " + user + " --password " + secret);
-  MustAdm("--lld iscsi --op bind --mode account --tid " + std::to_string(tid) + " --user " +
+  MustAdm(Lld() + "--op new --mode account --user " + user + " --password " + secret);
+  MustAdm(Lld() + "--op bind --mode account --tid " + std::to_string(tid) + " --user " +
           user + (outgoing ? " --outgoing" : ""));
 }
 

@@ -1,6 +1,14 @@
-// TgtFixture: a private, unprivileged tgtd for one GoogleTest test, on a free 127.0.0.1 port
-// with its own IPC socket and temporary directory (so tests run in parallel), configured with
-// tgtadm. Any failure to start or configure it fails the test loudly (never a skip).
+// TgtFixture: a private, unprivileged tgtd for one GoogleTest test, with its own IPC socket and
+// temporary directory (so tests run in parallel), configured with tgtadm. Any failure to start or
+// configure it fails the test loudly (never a skip).
+//
+// Two kinds of targets:
+//  - kIscsi: tgtd's iSCSI/TCP target on a free 127.0.0.1 port.
+//  - kIser: tgtd's iSER target under softrdma, answering TCP discovery and RDMA CM on
+//    127.0.0.1:3260 as a real target would. The test process must run in a network namespace of
+//    its own with softrdma's verbs in front (tests/harness/iser-netns does both; tgtd inherits
+//    it), so parallel tests do not share port 3260. tgt 1.0.85's iSER target admits only
+//    initiators bound by name and by address, so targets are bound to `iser_initiator`.
 #pragma once
 
 #include <sys/types.h>
@@ -10,9 +18,11 @@
 
 namespace iser::testing {
 
+enum class TgtLld { kIscsi, kIser };
+
 class TgtFixture {
  public:
-  TgtFixture();
+  explicit TgtFixture(TgtLld lld = TgtLld::kIscsi, std::string iser_initiator = "");
   ~TgtFixture();
 
   // Starts tgtd; returns false (with *error set) if it cannot.
@@ -38,8 +48,14 @@ class TgtFixture {
   std::string portal() const { return "127.0.0.1:" + std::to_string(port_); }
   const std::string& dir() const { return dir_; }
   std::string log() const;
+  TgtLld lld() const { return lld_; }
 
  private:
+  bool Listening() const;
+  std::string Lld() const { return lld_ == TgtLld::kIser ? "--lld iser " : "--lld iscsi "; }
+
+  TgtLld lld_;
+  std::string iser_initiator_;
   std::string dir_;
   std::string socket_;
   uint16_t port_ = 0;

@@ -309,6 +309,7 @@ Status IserDatamover::SendPdu(const Bhs& bhs, std::span<const uint8_t> data, Dea
 }
 
 Status IserDatamover::PollForReceive(uint32_t* index, uint32_t* length, Deadline deadline) {
+  bool armed = false;
   for (;;) {
     ibv_wc wc[16];
     const int n = ibv_poll_cq(cq_, 16, wc);
@@ -335,15 +336,22 @@ Status IserDatamover::PollForReceive(uint32_t* index, uint32_t* length, Deadline
     }
     if (got) return Status::OK();
     if (n > 0) continue;
-    ibv_req_notify_cq(cq_, 0);
-    if (ibv_poll_cq(cq_, 0, wc) < 0) return Status::ConnectionFailed("ibv_poll_cq failed");
+    if (!armed) {
+      // A completion that arrived before the CQ was armed raises no event: poll once more.
+      ibv_req_notify_cq(cq_, 0);
+      armed = true;
+      continue;
+    }
     pollfd p[2] = {{comp_channel_->fd, POLLIN, 0}, {cm_channel_->fd, POLLIN, 0}};
     const int r = poll(p, 2, MillisUntil(deadline));
     if (r == 0) return Status::Timeout("timed out waiting for a PDU from " + peer_);
     if (p[0].revents & POLLIN) {
       ibv_cq* cq;
       void* ctx;
-      if (ibv_get_cq_event(comp_channel_, &cq, &ctx) == 0) ibv_ack_cq_events(cq, 1);
+      while (ibv_get_cq_event(comp_channel_, &cq, &ctx) == 0) {
+        ibv_ack_cq_events(cq, 1);
+        armed = false;
+      }
     }
     if (p[1].revents & POLLIN) {
       rdma_cm_event* ev = nullptr;
@@ -426,6 +434,9 @@ void IserDatamover::Run() {
     ready_receives_.pop_front();
     HandleReceive(v & 0xffff, v >> 16);
   }
+  // Completions that arrived after the last login poll raise no CQ event.
+  DrainCompletions();
+  SendQueued();
   epoll_event events[8];
   while (!stopping_) {
     const int n = epoll_wait(epoll_fd_, events, 8, -1);

@@ -1,6 +1,11 @@
-// Integration tests of the initiator over iSCSI/TCP against a real tgtd each test starts:
-// discovery, login, LUN properties, large and unaligned transfers, concurrency, CHAP, digests,
-// ImmediateData/InitialR2T, thin provisioning, a target killed mid-I/O, unreachable portals.
+// Integration tests of the initiator against a real tgtd each test starts: discovery, login, LUN
+// properties, large and unaligned transfers, concurrency, CHAP, thin provisioning, a target
+// killed mid-I/O, unreachable portals; over iSCSI/TCP, digests and ImmediateData/InitialR2T.
+//
+// Built twice: integration_tests runs everything over TCP; iser_integration_tests
+// (ISER_TEST_OVER_ISER=1) runs every test that is not about TCP over iSER, against tgtd's iSER
+// target under softrdma, each test in a network namespace of its own (tests/harness/iser-netns)
+// where 127.0.0.1:3260 serves TCP discovery and the RDMA connection as a real portal does.
 #include <gtest/gtest.h>
 
 #include <arpa/inet.h>
@@ -28,6 +33,9 @@ namespace iser {
 namespace {
 
 using testing::TgtFixture;
+using testing::TgtLld;
+
+constexpr bool kOverIser = ISER_TEST_OVER_ISER;
 
 constexpr const char* kIqn = "iqn.2026-11.io.iser-connect.test:disk";
 constexpr const char* kInitiator = "iqn.2026-11.io.iser-connect.test:initiator";
@@ -49,8 +57,10 @@ std::vector<uint8_t> ReadFile(const std::string& path, uint64_t offset, size_t l
   return v;
 }
 
-class TcpTargetTest : public ::testing::Test {
+class TargetTest : public ::testing::Test {
  protected:
+  TargetTest() : tgt_(kOverIser ? TgtLld::kIser : TgtLld::kIscsi, kInitiator) {}
+
   void SetUp() override {
     std::string error;
     ASSERT_TRUE(tgt_.Start(&error)) << error;
@@ -63,6 +73,7 @@ class TcpTargetTest : public ::testing::Test {
   SessionOptions Options() const {
     SessionOptions o;
     o.portal = {"127.0.0.1", tgt_.port()};
+    o.transport = kOverIser ? TransportKind::kIser : TransportKind::kTcp;
     o.target_name = kIqn;
     o.initiator_name = kInitiator;
     o.login_timeout = std::chrono::seconds(10);
@@ -86,9 +97,10 @@ class TcpTargetTest : public ::testing::Test {
   std::string lun1_, lun2_, lun3_;
 };
 
-TEST_F(TcpTargetTest, DiscoveryFindsEveryTargetWithItsPortal) {
+TEST_F(TargetTest, DiscoveryFindsEveryTargetWithItsPortal) {
   tgt_.AddTarget(2, "iqn.2026-11.io.iser-connect.test:second");
   SessionOptions o = Options();
+  o.transport = TransportKind::kTcp;  // SendTargets over TCP, as iscsiadm does by default
   Result<std::vector<DiscoveredTarget>> targets = DiscoverTargets(o);
   ASSERT_TRUE(targets.ok()) << targets.status().ToString();
   ASSERT_EQ(targets->size(), 2u);
@@ -100,7 +112,7 @@ TEST_F(TcpTargetTest, DiscoveryFindsEveryTargetWithItsPortal) {
   EXPECT_EQ((*targets)[0].portals[0].tpgt, 1);
 }
 
-TEST_F(TcpTargetTest, LoginReportsLunsAndTheirProperties) {
+TEST_F(TargetTest, LoginReportsLunsAndTheirProperties) {
   auto s = Open(Options());
   ASSERT_TRUE(s);
   Result<std::vector<uint64_t>> luns = ReportLuns(*s);
@@ -126,12 +138,14 @@ TEST_F(TcpTargetTest, LoginReportsLunsAndTheirProperties) {
   EXPECT_TRUE(s->Close().ok());
 }
 
-TEST_F(TcpTargetTest, TransfersLargerThanMaxBurstLengthAndSegmentLengthRoundTrip) {
+TEST_F(TargetTest, TransfersLargerThanMaxBurstLengthAndSegmentLengthRoundTrip) {
   auto s = Open(Options());
   ASSERT_TRUE(s);
   // tgt declares MaxRecvDataSegmentLength 8192 and MaxBurstLength 256 KiB: 5 MiB needs many
   // R2Ts, Data-Out PDUs and Data-In PDUs per command.
   EXPECT_LT(s->params().max_burst_length, 5u << 20);
+  // Over iSER tgt takes at most 512 KiB per command: the device splits 5 MiB into commands.
+  EXPECT_LT(s->max_transfer_bytes(), 5u << 20);
   auto dev = OpenLun(s, 1);
   ASSERT_TRUE(dev);
   const auto data = RandomBytes(5 << 20, 1);
@@ -143,7 +157,7 @@ TEST_F(TcpTargetTest, TransfersLargerThanMaxBurstLengthAndSegmentLengthRoundTrip
   EXPECT_EQ(ReadFile(lun1_, 1 << 20, data.size()), data) << "backing file differs";
 }
 
-TEST_F(TcpTargetTest, UnalignedReadsAndWritesOnFourKiBlocks) {
+TEST_F(TargetTest, UnalignedReadsAndWritesOnFourKiBlocks) {
   auto s = Open(Options());
   ASSERT_TRUE(s);
   auto dev = OpenLun(s, 2);
@@ -162,7 +176,7 @@ TEST_F(TcpTargetTest, UnalignedReadsAndWritesOnFourKiBlocks) {
   EXPECT_EQ(all, expected);
 }
 
-TEST_F(TcpTargetTest, ConcurrentUnalignedWritesSharingBlocksLoseNothing) {
+TEST_F(TargetTest, ConcurrentUnalignedWritesSharingBlocksLoseNothing) {
   auto s = Open(Options());
   ASSERT_TRUE(s);
   auto dev = OpenLun(s, 2);
@@ -192,7 +206,7 @@ TEST_F(TcpTargetTest, ConcurrentUnalignedWritesSharingBlocksLoseNothing) {
   }
 }
 
-TEST_F(TcpTargetTest, HundredTwentyEightConcurrentRandomWritesThenReads) {
+TEST_F(TargetTest, HundredTwentyEightConcurrentRandomWritesThenReads) {
   auto s = Open(Options());
   ASSERT_TRUE(s);
   auto dev = OpenLun(s, 1);
@@ -235,7 +249,9 @@ TEST_F(TcpTargetTest, HundredTwentyEightConcurrentRandomWritesThenReads) {
   for (int i = 0; i < kN; ++i) EXPECT_EQ(back[i], data[i]) << "request " << i;
 }
 
-TEST_F(TcpTargetTest, HeaderAndDataDigests) {
+#if !ISER_TEST_OVER_ISER
+// iSER carries no digests and tgt's iSER target forces ImmediateData=No, InitialR2T=Yes.
+TEST_F(TargetTest, HeaderAndDataDigests) {
   // tgt offers only None unless told otherwise.
   tgt_.SetTargetParam(1, "HeaderDigest", "CRC32C,None");
   tgt_.SetTargetParam(1, "DataDigest", "CRC32C,None");
@@ -255,7 +271,7 @@ TEST_F(TcpTargetTest, HeaderAndDataDigests) {
   EXPECT_EQ(back, data);
 }
 
-class ImmediateDataTest : public TcpTargetTest,
+class ImmediateDataTest : public TargetTest,
                           public ::testing::WithParamInterface<std::tuple<bool, bool>> {};
 
 TEST_P(ImmediateDataTest, WritesRoundTripWithEveryCombination) {
@@ -283,8 +299,9 @@ TEST_P(ImmediateDataTest, WritesRoundTripWithEveryCombination) {
 
 INSTANTIATE_TEST_SUITE_P(AllCombinations, ImmediateDataTest,
                          ::testing::Combine(::testing::Bool(), ::testing::Bool()));
+#endif
 
-TEST_F(TcpTargetTest, ChapOneWay) {
+TEST_F(TargetTest, ChapOneWay) {
   tgt_.AddChap(1, "alice", "secret-of-alice1");
   SessionOptions o = Options();
   Result<std::unique_ptr<Session>> no_auth = Session::Open(o);
@@ -300,7 +317,7 @@ TEST_F(TcpTargetTest, ChapOneWay) {
   }
 }
 
-TEST_F(TcpTargetTest, ChapWithADigestTgtCannotVerifyExplainsTheWorkaround) {
+TEST_F(TargetTest, ChapWithADigestTgtCannotVerifyExplainsTheWorkaround) {
   // tgt 1.0.85 picks SHA-256 from our list but decodes CHAP_R into a 20-byte buffer.
   tgt_.AddChap(1, "alice", "secret-of-alice1");
   SessionOptions o = Options();
@@ -313,7 +330,7 @@ TEST_F(TcpTargetTest, ChapWithADigestTgtCannotVerifyExplainsTheWorkaround) {
   EXPECT_NE(s.status().message().find("auth=sha1"), std::string::npos) << s.status().ToString();
 }
 
-TEST_F(TcpTargetTest, ChapMutual) {
+TEST_F(TargetTest, ChapMutual) {
   tgt_.AddChap(1, "alice", "secret-of-alice1");
   tgt_.AddChap(1, "target", "secret-of-target", true);
   SessionOptions o = Options();
@@ -332,7 +349,7 @@ TEST_F(TcpTargetTest, ChapMutual) {
       << bad.status().message();
 }
 
-TEST_F(TcpTargetTest, ChapWrongSecretIsAnAuthenticationFailureNamingThePortal) {
+TEST_F(TargetTest, ChapWrongSecretIsAnAuthenticationFailureNamingThePortal) {
   tgt_.AddChap(1, "alice", "secret-of-alice1");
   SessionOptions o = Options();
   o.chap.user = "alice";
@@ -345,7 +362,7 @@ TEST_F(TcpTargetTest, ChapWrongSecretIsAnAuthenticationFailureNamingThePortal) {
   EXPECT_NE(s.status().message().find("alice"), std::string::npos) << s.status().message();
 }
 
-TEST_F(TcpTargetTest, IdenticalSecretsInBothDirectionsAreRefused) {
+TEST_F(TargetTest, IdenticalSecretsInBothDirectionsAreRefused) {
   SessionOptions o = Options();
   o.chap.user = "alice";
   o.chap.secret = "same-secret-12";
@@ -356,7 +373,7 @@ TEST_F(TcpTargetTest, IdenticalSecretsInBothDirectionsAreRefused) {
   EXPECT_EQ(s.status().code(), StatusCode::kInvalidArgument);
 }
 
-TEST_F(TcpTargetTest, ThinLunUnmapWriteSameAndLbaStatus) {
+TEST_F(TargetTest, ThinLunUnmapWriteSameAndLbaStatus) {
   auto s = Open(Options());
   ASSERT_TRUE(s);
   auto dev = OpenLun(s, 3);
@@ -386,7 +403,7 @@ TEST_F(TcpTargetTest, ThinLunUnmapWriteSameAndLbaStatus) {
       << "WRITE SAME zeroed past its range";
 }
 
-TEST_F(TcpTargetTest, OutOfRangeRequestsAreInvalidArguments) {
+TEST_F(TargetTest, OutOfRangeRequestsAreInvalidArguments) {
   auto s = Open(Options());
   ASSERT_TRUE(s);
   auto dev = OpenLun(s, 1);
@@ -397,7 +414,7 @@ TEST_F(TcpTargetTest, OutOfRangeRequestsAreInvalidArguments) {
   EXPECT_EQ(ErrnoFor(st), EINVAL);
 }
 
-TEST_F(TcpTargetTest, TargetKilledMidIoFailsEveryRequestPromptly) {
+TEST_F(TargetTest, TargetKilledMidIoFailsEveryRequestPromptly) {
   SessionOptions o = Options();
   auto s = Open(o);
   ASSERT_TRUE(s);
@@ -451,6 +468,47 @@ TEST_F(TcpTargetTest, TargetKilledMidIoFailsEveryRequestPromptly) {
   EXPECT_FALSE(st.ok()) << "a request after the failure must fail at once";
 }
 
+#if ISER_TEST_OVER_ISER
+TEST_F(TargetTest, SessionRunsInIserAssistedMode) {
+  auto s = Open(Options());
+  ASSERT_TRUE(s);
+  EXPECT_TRUE(s->params().rdma_extensions);
+  EXPECT_EQ(s->params().header_digest, DigestType::kNone);
+  EXPECT_EQ(s->params().data_digest, DigestType::kNone);
+  EXPECT_NE(s->Describe().find("iSER"), std::string::npos) << s->Describe();
+  std::string shown;
+  ASSERT_EQ(tgt_.Adm("--lld iser --op show --mode target", &shown), 0);
+  EXPECT_NE(shown.find(kInitiator), std::string::npos) << "tgtd shows no iSER session:\n" << shown;
+  EXPECT_TRUE(s->Close().ok());
+}
+
+TEST_F(TargetTest, DiscoveryOverIser) {
+  tgt_.AddTarget(2, "iqn.2026-11.io.iser-connect.test:second");
+  SessionOptions o = Options();  // like iscsiadm -I iser: the Discovery session over RDMA
+  Result<std::vector<DiscoveredTarget>> targets = DiscoverTargets(o);
+  ASSERT_TRUE(targets.ok()) << targets.status().ToString() << "\n" << tgt_.log();
+  ASSERT_EQ(targets->size(), 2u);
+  EXPECT_EQ((*targets)[0].name, kIqn);
+  EXPECT_EQ((*targets)[1].name, "iqn.2026-11.io.iser-connect.test:second");
+  ASSERT_FALSE((*targets)[0].portals.empty());
+  EXPECT_EQ((*targets)[0].portals[0].portal.port, 3260);
+}
+
+TEST(UnreachableIserPortal, NoRdmaListenerIsRefusedPromptly) {
+  // Only tgtd's TCP side would answer here: nobody listens for RDMA CM on this port.
+  SessionOptions o;
+  o.portal = {"127.0.0.1", 3260};
+  o.transport = TransportKind::kIser;
+  o.target_name = kIqn;
+  o.initiator_name = kInitiator;
+  const auto start = std::chrono::steady_clock::now();
+  Result<std::unique_ptr<Session>> s = Session::Open(o);
+  ASSERT_FALSE(s.ok());
+  EXPECT_EQ(s.status().code(), StatusCode::kConnectionFailed) << s.status().ToString();
+  EXPECT_NE(s.status().message().find("127.0.0.1:3260"), std::string::npos) << s.status().message();
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(5));
+}
+#else
 TEST(UnreachablePortal, RefusedConnectionIsAConnectionError) {
   SessionOptions o;
   o.portal = {"127.0.0.1", iser::testing::FreePort()};
@@ -488,6 +546,7 @@ TEST(UnreachablePortal, SilentPortalTimesOutWithinTheLoginTimeout) {
   EXPECT_GE(took, std::chrono::milliseconds(700));
   EXPECT_LT(took, std::chrono::seconds(3));
 }
+#endif
 
 }  // namespace
 }  // namespace iser
