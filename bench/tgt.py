@@ -14,19 +14,31 @@ def free_port():
     return port
 
 
+def rdma_cm_listening(port):
+    """softrdma names an RDMA CM listener as the abstract socket @softrdma/<ns>/4/<addr>/<port>."""
+    with open("/proc/net/unix") as f:
+        return any("@softrdma/" in line and line.rstrip().endswith(f"/{port}") for line in f)
+
+
 class Tgt:
-    def __init__(self):
+    """tgtd on 127.0.0.1. With iser=True it also serves iSER on port 3260 (run under
+    tests/harness/iser-netns: softrdma in front, a network namespace of its own)."""
+
+    def __init__(self, iser=False):
         self.dir = tempfile.mkdtemp(prefix="iser-bench-tgt.")
         self.env = dict(os.environ, TGT_IPC_SOCKET=os.path.join(self.dir, "ipc"))
-        self.port = free_port()
+        self.iser = iser
+        self.port = 3260 if iser else free_port()
         self.log = open(os.path.join(self.dir, "tgtd.log"), "w")
-        self.proc = subprocess.Popen(
-            ["tgtd", "-f", "--iscsi", f"portal=127.0.0.1:{self.port}"],
-            env=self.env, stdout=self.log, stderr=self.log)
+        args = ["tgtd", "-f", "--iscsi", f"portal=127.0.0.1:{self.port}"]
+        if iser:
+            args += ["--iser", f"port={self.port},pool_sz_mb=256"]
+        self.proc = subprocess.Popen(args, env=self.env, stdout=self.log, stderr=self.log)
         for _ in range(200):
             try:
                 socket.create_connection(("127.0.0.1", self.port), timeout=1).close()
-                if self.adm("--op show --mode system", check=False) == 0:
+                if (self.adm("--op show --mode system", check=False) == 0 and
+                        (not iser or rdma_cm_listening(self.port))):
                     return
             except OSError:
                 pass
@@ -40,15 +52,18 @@ class Tgt:
             raise RuntimeError(f"tgtadm {args} failed")
         return rc
 
-    def target(self, tid, iqn):
-        self.adm(f"--lld iscsi --op new --mode target --tid {tid} -T {iqn}")
-        self.adm(f"--lld iscsi --op bind --mode target --tid {tid} -I ALL")
+    def target(self, tid, iqn, lld="iscsi", initiators=()):
+        """initiators: names to bind as well (tgt 1.0.85's iSER target admits no others)."""
+        self.adm(f"--lld {lld} --op new --mode target --tid {tid} -T {iqn}")
+        self.adm(f"--lld {lld} --op bind --mode target --tid {tid} -I ALL")
+        for name in initiators:
+            self.adm(f"--lld {lld} --op bind --mode target --tid {tid} --initiator-name {name}")
 
-    def lun(self, tid, lun, path, options=""):
-        self.adm(f"--lld iscsi --op new --mode logicalunit --tid {tid} --lun {lun} -b {path} {options}")
+    def lun(self, tid, lun, path, options="", lld="iscsi"):
+        self.adm(f"--lld {lld} --op new --mode logicalunit --tid {tid} --lun {lun} -b {path} {options}")
 
     def stop(self):
-        self.adm("--op delete --mode system", check=False)
+        self.adm("--op delete --mode system --force", check=False)
         try:
             self.proc.wait(timeout=3)
         except subprocess.TimeoutExpired:

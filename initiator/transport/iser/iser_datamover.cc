@@ -38,6 +38,7 @@ constexpr uint32_t kLargeSlots = 16;
 constexpr uint32_t kIttSlots = 1024;  // the session's ITT table size
 constexpr uint64_t kRecvTag = 1ull << 32;
 constexpr uint64_t kSendTag = 2ull << 32;
+constexpr uint64_t kInvalidateTag = 3ull << 32;
 constexpr int kCmTimeoutMs = 2000;
 
 int MillisUntil(Deadline deadline) {
@@ -95,6 +96,10 @@ Status IserDatamover::SetUpResources(ibv_context* verbs) {
   }
   // The target may have this many RDMA READs outstanding against us (it clamps to our offer).
   responder_resources_ = static_cast<uint8_t>(std::clamp(attr.max_qp_rd_atom, 1, 255));
+  // ISER_CONNECT_STAGS=register forces per-command registration (to measure it against windows).
+  const char* stags = std::getenv("ISER_CONNECT_STAGS");
+  memory_windows_ = attr.max_mw > 0 && (attr.device_cap_flags & IBV_DEVICE_MEM_WINDOW_TYPE_2B) &&
+                    !(stags != nullptr && std::string(stags) == "register");
   pd_ = ibv_alloc_pd(verbs);
   comp_channel_ = ibv_create_comp_channel(verbs);
   if (pd_ == nullptr || comp_channel_ == nullptr) {
@@ -112,7 +117,8 @@ Status IserDatamover::SetUpResources(ibv_context* verbs) {
   qp.send_cq = cq_;
   qp.recv_cq = cq_;
   qp.qp_type = IBV_QPT_RC;
-  qp.cap.max_send_wr = kSendSlots + 4;
+  // Per command: a window bind, the SEND, and a local invalidate after the response.
+  qp.cap.max_send_wr = 3 * kSendSlots + 4;
   qp.cap.max_recv_wr = kRecvBuffers + 1;
   qp.cap.max_send_sge = 2;
   qp.cap.max_recv_sge = 1;
@@ -147,16 +153,24 @@ Status IserDatamover::SetUpResources(ibv_context* verbs) {
   ISER_RETURN_IF_ERROR(reg(send_base, size_t{kSendSlots} * kBufferBytes, 0, &send_mr_));
   send_slots_.resize(kSendSlots);
   for (uint32_t i = 0; i < kSendSlots; ++i) send_slots_[i].addr = send_base + size_t{i} * kBufferBytes;
-  const int data_access =
-      IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ;
   data_slots_.resize(kSmallSlots + kLargeSlots);
   for (uint32_t i = 0; i < data_slots_.size(); ++i) {
     const size_t len = i < kSmallSlots ? kSmallSlotBytes : kDataSlotBytes;
     uint8_t* p = AllocateRegion(len);
     if (p == nullptr) return Status::ResourceExhausted("out of memory for iSER data buffers");
     regions_.push_back(p);
-    data_slots_[i].addr = p;
-    ISER_RETURN_IF_ERROR(reg(p, len, data_access, &data_slots_[i].mr));
+    DataSlot& slot = data_slots_[i];
+    slot.addr = p;
+    if (memory_windows_) {
+      ISER_RETURN_IF_ERROR(
+          reg(p, len, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_MW_BIND, &slot.base_mr));
+      slot.mw = ibv_alloc_mw(pd_, IBV_MW_TYPE_2);
+      if (slot.mw == nullptr) {
+        return Status::ResourceExhausted("cannot allocate an RDMA memory window: " +
+                                         std::string(strerror(errno)));
+      }
+      slot.stag = slot.mw->rkey;
+    }
   }
   by_itt_.assign(kIttSlots, nullptr);
   for (uint32_t i = 0; i < kRecvBuffers; ++i) ISER_RETURN_IF_ERROR(PostReceive(i));
@@ -248,6 +262,9 @@ Status IserDatamover::Connect(const Portal& portal, Deadline deadline) {
   }
   ISER_RETURN_IF_ERROR(WaitCmEvent(RDMA_CM_EVENT_ROUTE_RESOLVED, deadline, "routing to"));
   ISER_RETURN_IF_ERROR(SetUpResources(id_->verbs));
+  Log(LogLevel::kDebug, "iSER " + peer_ + ": device " + ibv_get_device_name(id_->verbs->device) +
+                            ", STags by " + StagMethod() + ", responder resources " +
+                            std::to_string(responder_resources_));
   const uint8_t private_data[4] = {
       kIserCmZbvaNotSupported | kIserCmSendWithInvalidateNotSupported, 0, 0, 0};
   rdma_conn_param param{};
@@ -272,7 +289,59 @@ int IserDatamover::FreeSendSlot() {
   return -1;
 }
 
-Status IserDatamover::PostSend(int slot, size_t length) {
+const char* IserDatamover::StagMethod() const {
+  return memory_windows_ ? "memory windows" : "per-command registration";
+}
+
+Status IserDatamover::Expose(DataSlot* slot, uint32_t length, bool target_writes,
+                             ibv_send_wr* bind) {
+  const unsigned access = target_writes ? IBV_ACCESS_REMOTE_WRITE : IBV_ACCESS_REMOTE_READ;
+  if (memory_windows_) {
+    // A type 2 window gets a new key on every bind: an STag from an earlier command never
+    // matches again.
+    slot->stag = ibv_inc_rkey(slot->stag);
+    *bind = {};
+    bind->wr_id = kInvalidateTag;
+    bind->opcode = IBV_WR_BIND_MW;
+    bind->bind_mw.mw = slot->mw;
+    bind->bind_mw.rkey = slot->stag;
+    bind->bind_mw.bind_info.mr = slot->base_mr;
+    bind->bind_mw.bind_info.addr = reinterpret_cast<uintptr_t>(slot->addr);
+    bind->bind_mw.bind_info.length = length;
+    bind->bind_mw.bind_info.mw_access_flags = access;
+    return Status::OK();
+  }
+  // REMOTE_WRITE requires LOCAL_WRITE.
+  slot->io_mr = ibv_reg_mr(pd_, slot->addr, length,
+                           static_cast<int>(access | (target_writes ? IBV_ACCESS_LOCAL_WRITE : 0)));
+  if (slot->io_mr == nullptr) {
+    return Status::ResourceExhausted("cannot register " + std::to_string(length) +
+                                     " bytes for RDMA: " + strerror(errno));
+  }
+  slot->stag = slot->io_mr->rkey;
+  return Status::OK();
+}
+
+void IserDatamover::Revoke(DataSlot* slot) {
+  if (!memory_windows_) {
+    if (slot->io_mr != nullptr) ibv_dereg_mr(slot->io_mr);
+    slot->io_mr = nullptr;
+    return;
+  }
+  if (failed_) return;  // the QP is gone: nobody can use the window
+  ibv_send_wr wr{};
+  wr.wr_id = kInvalidateTag;
+  wr.opcode = IBV_WR_LOCAL_INV;
+  wr.invalidate_rkey = slot->stag;
+  // Signaled, so the send queue entry is reclaimed even when no command follows.
+  wr.send_flags = IBV_SEND_SIGNALED;
+  ibv_send_wr* bad = nullptr;
+  if (ibv_post_send(id_->qp, &wr, &bad) != 0) {
+    Fail(Status::ConnectionFailed("cannot invalidate an STag: " + std::string(strerror(errno))));
+  }
+}
+
+Status IserDatamover::PostSend(int slot, size_t length, ibv_send_wr* before) {
   send_slots_[slot].busy = true;
   ibv_sge sge{reinterpret_cast<uintptr_t>(send_slots_[slot].addr), static_cast<uint32_t>(length),
               send_mr_->lkey};
@@ -282,8 +351,13 @@ Status IserDatamover::PostSend(int slot, size_t length) {
   wr.num_sge = 1;
   wr.opcode = IBV_WR_SEND;
   wr.send_flags = IBV_SEND_SIGNALED;
+  ibv_send_wr* first = &wr;
+  if (before != nullptr) {
+    before->next = &wr;
+    first = before;
+  }
   ibv_send_wr* bad = nullptr;
-  if (ibv_post_send(id_->qp, &wr, &bad) != 0) {
+  if (ibv_post_send(id_->qp, first, &bad) != 0) {
     send_slots_[slot].busy = false;
     return Status::ConnectionFailed("ibv_post_send failed: " + std::string(strerror(errno)));
   }
@@ -330,7 +404,7 @@ Status IserDatamover::PollForReceive(uint32_t* index, uint32_t* length, Deadline
           *length = wc[i].byte_len;
           got = true;
         }
-      } else if (idx < send_slots_.size()) {
+      } else if ((wc[i].wr_id & ~0xffffffffull) == kSendTag && idx < send_slots_.size()) {
         send_slots_[idx].busy = false;
       }
     }
@@ -483,14 +557,16 @@ void IserDatamover::DrainCompletions() {
         if (wc[i].status == IBV_WC_WR_FLUSH_ERR && (failed_ || stopping_)) continue;
         char vendor[32];
         snprintf(vendor, sizeof vendor, "0x%x", wc[i].vendor_err);
-        Fail(Status::ConnectionFailed(std::string("RDMA ") + (recv ? "receive" : "send") +
+        const uint64_t tag = wc[i].wr_id & ~0xffffffffull;
+        const char* what = recv ? "receive" : tag == kSendTag ? "send" : "STag bind/invalidate";
+        Fail(Status::ConnectionFailed(std::string("RDMA ") + what +
                                       " completed with " + ibv_wc_status_str(wc[i].status) +
                                       " (vendor error " + vendor + ")"));
         continue;
       }
       if (recv) {
         if (!failed_) HandleReceive(idx, wc[i].byte_len);
-      } else if (idx < send_slots_.size()) {
+      } else if ((wc[i].wr_id & ~0xffffffffull) == kSendTag && idx < send_slots_.size()) {
         send_slots_[idx].busy = false;
       }
     }
@@ -532,6 +608,7 @@ void IserDatamover::HandleReceive(uint32_t index, uint32_t length) {
         std::memcpy(t->buffer, owner->addr, n);
         t->data_in_bytes = n;
       }
+      Revoke(owner);
       owner->task = nullptr;
       owner = nullptr;
     }
@@ -564,6 +641,8 @@ bool IserDatamover::TrySend(Task* task, const Bhs& bhs, std::span<const uint8_t>
   uint8_t flags = kIserControl;
   uint32_t write_stag = 0, read_stag = 0;
   uint64_t write_va = 0, read_va = 0;
+  ibv_send_wr bind{};
+  ibv_send_wr* before = nullptr;
   if (task != nullptr && task->direction != DataDirection::kNone && task->transfer_length > 0) {
     DataSlot* ds = nullptr;
     const uint32_t first = task->transfer_length <= kSmallSlotBytes ? 0 : kSmallSlots;
@@ -571,27 +650,35 @@ bool IserDatamover::TrySend(Task* task, const Bhs& bhs, std::span<const uint8_t>
       if (data_slots_[i].task == nullptr) ds = &data_slots_[i];
     }
     if (ds == nullptr) return false;
+    const uint64_t va = reinterpret_cast<uintptr_t>(ds->addr);
+    const bool reading = task->direction == DataDirection::kRead;
+    const uint32_t sent = reading ? 0 : task->immediate_bytes + task->unsolicited_bytes;
+    if (!reading) std::memcpy(ds->addr, task->buffer, task->transfer_length);
+    if (sent < task->transfer_length) {
+      Status exposed = Expose(ds, task->transfer_length, reading, &bind);
+      if (!exposed.ok()) {
+        Fail(exposed);
+        return true;
+      }
+      if (memory_windows_) before = &bind;
+      if (reading) {
+        flags |= kIserRsv;
+        read_stag = ds->stag;
+        read_va = va;
+      } else {
+        flags |= kIserWsv;
+        write_stag = ds->stag;
+        // The target reads what was not sent as immediate or unsolicited data.
+        write_va = va + sent;
+      }
+    }
     ds->task = task;
     by_itt_[task->itt & (kIttSlots - 1)] = ds;
-    const uint64_t va = reinterpret_cast<uintptr_t>(ds->addr);
-    if (task->direction == DataDirection::kWrite) {
-      std::memcpy(ds->addr, task->buffer, task->transfer_length);
-      if (task->immediate_bytes + task->unsolicited_bytes < task->transfer_length) {
-        flags |= kIserWsv;
-        write_stag = ds->mr->rkey;
-        // The target reads what was not sent as immediate or unsolicited data.
-        write_va = va + task->immediate_bytes + task->unsolicited_bytes;
-      }
-    } else {
-      flags |= kIserRsv;
-      read_stag = ds->mr->rkey;
-      read_va = va;
-    }
   }
   BuildIserHeader(p, flags, write_stag, write_va, read_stag, read_va);
   std::memcpy(p + kIserHeaderLength, bhs.data(), kBhsLength);
   if (!data.empty()) std::memcpy(p + kPduHeader, data.data(), data.size());
-  Status st = PostSend(slot, kPduHeader + data.size());
+  Status st = PostSend(slot, kPduHeader + data.size(), before);
   if (!st.ok()) Fail(st);
   return true;
 }
@@ -681,7 +768,9 @@ void IserDatamover::Teardown() {
   }
   if (qp_created_) rdma_destroy_qp(id_);
   for (DataSlot& d : data_slots_) {
-    if (d.mr) ibv_dereg_mr(d.mr);
+    if (d.mw) ibv_dealloc_mw(d.mw);
+    if (d.base_mr) ibv_dereg_mr(d.base_mr);
+    if (d.io_mr) ibv_dereg_mr(d.io_mr);
   }
   data_slots_.clear();
   if (recv_mr_) ibv_dereg_mr(recv_mr_);

@@ -7,12 +7,18 @@
 // Written against the standard rdma-core API only (librdmacm + libibverbs): the same code runs
 // on RDMA hardware and on softrdma.
 //
-// Memory: a pool of data buffers, each registered as its own MR so an advertised STag exposes
-// exactly one I/O's buffer; data is copied between the caller's buffer and the slot (reads when
-// the SCSI Response arrives, writes before the command is sent). Receive buffers (28 + 48 +
-// 8192 bytes each) and send buffers are registered once. Everything is registered before the
-// connection is made, and RLIMIT_MEMLOCK is checked first so a small `ulimit -l` gives a clear
-// error instead of a failed registration.
+// Memory: a pool of data buffers (slots); data is copied between the caller's buffer and a slot
+// (reads when the SCSI Response arrives, writes before the command is sent). Each command's STag
+// exposes exactly that command's bytes, for the one direction it needs (REMOTE_WRITE for reads,
+// REMOTE_READ for writes), and is revoked when its SCSI Response arrives, so a target that uses
+// a stale or out-of-range STag fails with a remote access error instead of touching our memory:
+//  - where the device has type 2 memory windows, each slot is one MR with no remote access and
+//    a window bound over the command's bytes (a BIND_MW chained before the command's SEND, a
+//    LOCAL_INV after its response: two work requests, no system call);
+//  - otherwise each command registers its bytes as an MR of their own and deregisters it after.
+// docs/initiator.md has the measured cost of each. Receive buffers (28 + 48 + 8192 bytes each)
+// and send buffers are registered once. RLIMIT_MEMLOCK is checked before registering, so a small
+// `ulimit -l` gives a clear error instead of a failed registration.
 //
 // Flow control: all receives are posted before connecting (more than the CmdSN window the
 // session honours plus room for NOP-In pings and Async Messages), and every receive is reposted
@@ -45,6 +51,8 @@ class IserDatamover final : public Datamover {
   Status ReceivePdu(Bhs* bhs, std::vector<uint8_t>* data, Deadline deadline) override;
   Status EnterFullFeature(const NegotiatedParams& params) override;
   uint32_t MaxTransferBytes() const override { return kDataSlotBytes; }
+  // "memory windows" or "per-command registration": how STags are made (for logs and tests).
+  const char* StagMethod() const;
   Status Start(DatamoverEvents* events) override;
   void Wake() override;
   bool OnIoThread() const override { return std::this_thread::get_id() == io_thread_id_; }
@@ -60,8 +68,11 @@ class IserDatamover final : public Datamover {
  private:
   struct DataSlot {
     uint8_t* addr = nullptr;
-    ibv_mr* mr = nullptr;
-    Task* task = nullptr;  // the command using it
+    ibv_mr* base_mr = nullptr;  // memory windows: the slot, bindable, no remote access
+    ibv_mw* mw = nullptr;
+    ibv_mr* io_mr = nullptr;    // per-command registration: the current command's bytes
+    uint32_t stag = 0;          // advertised for the current command
+    Task* task = nullptr;       // the command using it
   };
   struct SendSlot {
     uint8_t* addr = nullptr;
@@ -84,9 +95,14 @@ class IserDatamover final : public Datamover {
   void HandleReceive(uint32_t index, uint32_t length);
   void HandleCmEvent();
   bool TrySend(Task* task, const Bhs& bhs, std::span<const uint8_t> data);
+  // Gives the slot an STag covering [addr, addr + length) for the target to access: a bind work
+  // request to post before the command (memory windows) or a registration.
+  Status Expose(DataSlot* slot, uint32_t length, bool target_writes, ibv_send_wr* bind);
+  // Makes the slot's STag useless to the target.
+  void Revoke(DataSlot* slot);
   void SendQueued();
   int FreeSendSlot();
-  Status PostSend(int slot, size_t length);
+  Status PostSend(int slot, size_t length, ibv_send_wr* before = nullptr);
   void Fail(Status status);
   void Teardown();
 
@@ -99,6 +115,7 @@ class IserDatamover final : public Datamover {
   bool qp_created_ = false;
   bool connected_ = false;
   uint8_t responder_resources_ = 1;
+  bool memory_windows_ = false;
 
   std::vector<uint8_t*> regions_;  // page-aligned allocations, freed at teardown
   ibv_mr* recv_mr_ = nullptr;
