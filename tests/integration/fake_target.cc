@@ -95,15 +95,13 @@ void FakeTarget::Close() {
   if (fd_ >= 0) shutdown(fd_, SHUT_RDWR);
 }
 
-void FakeTarget::Run(LoginBehavior login, Script script) {
-  fd_ = accept(listen_fd_, nullptr, nullptr);
-  if (fd_ < 0) return;
+bool FakeTargetBase::AnswerLogin(const FakeLoginBehavior& login) {
   FakePdu req;
-  // Security stage (AuthMethod=None) then operational stage; answer each with the next stage.
   for (;;) {
-    if (!Read(&req)) return;
+    if (!Read(&req)) return false;
     const uint8_t csg = (req.bhs.flags() >> 2) & 3;
-    Bhs rsp = ResponseHeader(Opcode::kLoginResponse, req.bhs.itt(), statsn_++, 1, 64);
+    Bhs rsp = ResponseHeader(Opcode::kLoginResponse, req.bhs.itt(), next_statsn(),
+                             req.bhs.u32(bhs::kCmdSN), req.bhs.u32(bhs::kCmdSN) + 63);
     std::memcpy(&rsp.b[8], &req.bhs.b[8], 6);  // ISID
     rsp.set_u16(14, 0x1234);
     rsp.b[36] = login.status_class;
@@ -122,9 +120,15 @@ void FakeTarget::Run(LoginBehavior login, Script script) {
     }
     rsp.set_data_segment_length(static_cast<uint32_t>(text.size()));
     Send(rsp, std::vector<uint8_t>(text.begin(), text.end()));
-    if (login.status_class != 0 || csg == 1) break;
+    if (login.status_class != 0) return false;
+    if (csg == 1) return true;
   }
-  if (login.status_class != 0) return;
+}
+
+void FakeTarget::Run(LoginBehavior login, Script script) {
+  fd_ = accept(listen_fd_, nullptr, nullptr);
+  if (fd_ < 0) return;
+  if (!AnswerLogin(login)) return;
   digest_ = login.header_digest;
   script(*this);
 }

@@ -21,34 +21,53 @@ struct FakePdu {
   std::vector<uint8_t> data;
 };
 
-class FakeTarget {
+// What the fake target answers during login.
+struct FakeLoginBehavior {
+  std::vector<std::string> operational_keys = {
+      "HeaderDigest=None",     "DataDigest=None",       "MaxRecvDataSegmentLength=8192",
+      "ImmediateData=No",      "InitialR2T=Yes",        "MaxBurstLength=262144",
+      "FirstBurstLength=65536", "MaxConnections=1",     "DefaultTime2Wait=2",
+      "DefaultTime2Retain=0",  "MaxOutstandingR2T=1",   "DataPDUInOrder=Yes",
+      "DataSequenceInOrder=Yes", "ErrorRecoveryLevel=0", "IFMarker=No",
+      "OFMarker=No"};
+  uint8_t status_class = 0;
+  uint8_t status_detail = 0;
+  std::vector<std::string> status_keys;  // sent with a non-zero status (e.g. TargetAddress)
+  bool header_digest = false;  // after login, PDUs carry header digests both ways (TCP only)
+};
+
+// The part of a fake target that does not depend on the transport: PDU exchange for scripts
+// and the login answers (security stage with AuthMethod=None, then the operational stage).
+class FakeTargetBase {
  public:
-  struct LoginBehavior {
-    std::vector<std::string> operational_keys = {
-        "HeaderDigest=None",     "DataDigest=None",       "MaxRecvDataSegmentLength=8192",
-        "ImmediateData=No",      "InitialR2T=Yes",        "MaxBurstLength=262144",
-        "FirstBurstLength=65536", "MaxConnections=1",     "DefaultTime2Wait=2",
-        "DefaultTime2Retain=0",  "MaxOutstandingR2T=1",   "DataPDUInOrder=Yes",
-        "DataSequenceInOrder=Yes", "ErrorRecoveryLevel=0", "IFMarker=No",
-        "OFMarker=No"};
-    uint8_t status_class = 0;
-    uint8_t status_detail = 0;
-    std::vector<std::string> status_keys;  // sent with a non-zero status (e.g. TargetAddress)
-    bool header_digest = false;  // after login, PDUs carry header digests both ways
-  };
+  virtual ~FakeTargetBase() = default;
+  virtual bool Read(FakePdu* pdu) = 0;  // false on EOF/error
+  virtual void Send(const Bhs& bhs, const std::vector<uint8_t>& data = {}) = 0;
+  uint32_t next_statsn() { return statsn_++; }
+
+ protected:
+  // Answers login requests until the login completes (true) or is refused or cut (false).
+  bool AnswerLogin(const FakeLoginBehavior& login);
+
+ private:
+  uint32_t statsn_ = 1;
+};
+
+class FakeTarget : public FakeTargetBase {
+ public:
+  using LoginBehavior = FakeLoginBehavior;
   using Script = std::function<void(FakeTarget& t)>;
 
   FakeTarget(LoginBehavior login, Script script);
-  ~FakeTarget();
+  ~FakeTarget() override;
 
   uint16_t port() const { return port_; }
 
   // For scripts (run on the target's thread).
-  bool Read(FakePdu* pdu);                                   // false on EOF/error
-  void Send(const Bhs& bhs, const std::vector<uint8_t>& data = {});
+  bool Read(FakePdu* pdu) override;
+  void Send(const Bhs& bhs, const std::vector<uint8_t>& data = {}) override;
   void SendRaw(const void* p, size_t n);
   void Close();
-  uint32_t next_statsn() { return statsn_++; }
 
  private:
   void Run(LoginBehavior login, Script script);
@@ -58,7 +77,6 @@ class FakeTarget {
   int fd_ = -1;
   uint16_t port_ = 0;
   bool digest_ = false;
-  uint32_t statsn_ = 1;
   std::thread thread_;
 };
 

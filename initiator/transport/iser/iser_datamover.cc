@@ -559,9 +559,17 @@ void IserDatamover::DrainCompletions() {
         snprintf(vendor, sizeof vendor, "0x%x", wc[i].vendor_err);
         const uint64_t tag = wc[i].wr_id & ~0xffffffffull;
         const char* what = recv ? "receive" : tag == kSendTag ? "send" : "STag bind/invalidate";
-        Fail(Status::ConnectionFailed(std::string("RDMA ") + what +
-                                      " completed with " + ibv_wc_status_str(wc[i].status) +
-                                      " (vendor error " + vendor + ")"));
+        if (wc[i].status == IBV_WC_WR_FLUSH_ERR) {
+          // The first sign of a queue pair moved to the error state by the other side.
+          Fail(Status::ConnectionFailed(
+              "the RDMA queue pair went to the error state (our " + std::string(what) +
+              " was flushed): the target broke the connection or accessed memory through an "
+              "STag it was not given"));
+        } else {
+          Fail(Status::ConnectionFailed(std::string("RDMA ") + what + " completed with " +
+                                        ibv_wc_status_str(wc[i].status) + " (vendor error " +
+                                        vendor + ")"));
+        }
         continue;
       }
       if (recv) {
