@@ -47,11 +47,11 @@ std::unique_ptr<Session> Open(const FakeIserTarget& target) {
   return s.ok() ? std::move(*s) : nullptr;
 }
 
-// Runs a 4 KiB READ into a buffer filled with 0xee and returns its status.
-Status Read4k(Session& s, std::vector<uint8_t>* buf) {
-  buf->assign(4096, 0xee);
+// Runs a READ of `bytes` into a buffer filled with 0xee and returns its status.
+Status ReadBytes(Session& s, std::vector<uint8_t>* buf, uint32_t bytes = 4096) {
+  buf->assign(bytes, 0xee);
   Task t;
-  scsi::Read(t, 0, 8, buf->data(), 4096);
+  scsi::Read(t, 0, bytes / 512, buf->data(), bytes);
   t.lun = 1;
   const auto start = std::chrono::steady_clock::now();
   s.Execute(&t);
@@ -59,57 +59,64 @@ Status Read4k(Session& s, std::vector<uint8_t>* buf) {
   return scsi::TaskStatus(t, "READ");
 }
 
-TEST(IserPeer, StaleStagIsRefusedAfterTheResponse) {
+// Small commands go through pre-registered slots, large ones through the caller's buffer
+// registered for the command: both must hold.
+class IserPeerSize : public ::testing::TestWithParam<uint32_t> {};
+
+TEST_P(IserPeerSize, StaleStagIsRefusedAfterTheResponse) {
+  const uint32_t n = GetParam();
   std::atomic<int> first{-1}, stale{-1};
   FakeIserTarget target(kPort, FakeIserTarget::IserLogin(), [&](FakeIserTarget& t) {
     FakePdu cmd;
     if (!t.Read(&cmd)) return;
     const testing::IserStags stags = t.last_stags();
     EXPECT_EQ(stags.flags, kIserControl | kIserRsv);
-    first = t.RdmaWrite(stags.read_stag, stags.read_va, std::vector<uint8_t>(4096, 0x11));
+    first = t.RdmaWrite(stags.read_stag, stags.read_va, std::vector<uint8_t>(n, 0x11));
     t.Send(GoodResponse(t, cmd));
     FakePdu next;  // the initiator's second READ: its response tells us the first is done
     if (!t.Read(&next)) return;
-    stale = t.RdmaWrite(stags.read_stag, stags.read_va, std::vector<uint8_t>(4096, 0x22));
+    stale = t.RdmaWrite(stags.read_stag, stags.read_va, std::vector<uint8_t>(n, 0x22));
   });
   auto s = Open(target);
   ASSERT_TRUE(s);
   std::vector<uint8_t> buf;
-  ASSERT_TRUE(Read4k(*s, &buf).ok());
+  ASSERT_TRUE(ReadBytes(*s, &buf, n).ok());
   EXPECT_EQ(first, IBV_WC_SUCCESS);
-  EXPECT_EQ(buf, std::vector<uint8_t>(4096, 0x11));
+  EXPECT_EQ(buf, std::vector<uint8_t>(n, 0x11));
   std::vector<uint8_t> second;
-  Status st = Read4k(*s, &second);
+  Status st = ReadBytes(*s, &second, n);
   target.Join();
   EXPECT_EQ(stale, IBV_WC_REM_ACCESS_ERR) << "the first READ's STag still worked";
   EXPECT_FALSE(st.ok());
-  EXPECT_EQ(buf, std::vector<uint8_t>(4096, 0x11)) << "a completed READ's data changed";
-  EXPECT_EQ(second, std::vector<uint8_t>(4096, 0xee)) << "a failed READ delivered data";
+  EXPECT_EQ(buf, std::vector<uint8_t>(n, 0x11)) << "a completed READ's data changed";
+  EXPECT_EQ(second, std::vector<uint8_t>(n, 0xee)) << "a failed READ delivered data";
 }
 
-TEST(IserPeer, WriteBeyondTheAdvertisedLengthIsRefused) {
+TEST_P(IserPeerSize, WriteBeyondTheAdvertisedLengthIsRefused) {
+  const uint32_t n = GetParam();
   std::atomic<int> beyond{-1};
   FakeIserTarget target(kPort, FakeIserTarget::IserLogin(), [&](FakeIserTarget& t) {
     FakePdu cmd;
     if (!t.Read(&cmd)) return;
     beyond = t.RdmaWrite(t.last_stags().read_stag, t.last_stags().read_va,
-                         std::vector<uint8_t>(4097, 0x33));
+                         std::vector<uint8_t>(n + 1, 0x33));
   });
   auto s = Open(target);
   ASSERT_TRUE(s);
   std::vector<uint8_t> buf;
-  Status st = Read4k(*s, &buf);
+  Status st = ReadBytes(*s, &buf, n);
   target.Join();
-  EXPECT_EQ(beyond, IBV_WC_REM_ACCESS_ERR) << "a 4097-byte RDMA WRITE into a 4096-byte READ";
+  EXPECT_EQ(beyond, IBV_WC_REM_ACCESS_ERR) << "an RDMA WRITE one byte longer than the READ";
   ASSERT_FALSE(st.ok());
   EXPECT_EQ(st.code(), StatusCode::kConnectionFailed) << st.ToString();
   EXPECT_NE(st.message().find("127.0.0.1:3260"), std::string::npos) << st.ToString();
-  EXPECT_EQ(buf, std::vector<uint8_t>(4096, 0xee));
+  EXPECT_EQ(buf, std::vector<uint8_t>(n, 0xee));
 }
 
-TEST(IserPeer, WriteBufferIsReadOnlyToTheTarget) {
+TEST_P(IserPeerSize, WriteBufferIsReadOnlyToTheTarget) {
+  const uint32_t n = GetParam();
   std::atomic<int> read_status{-1}, write_status{-1};
-  std::vector<uint8_t> fetched(4096);
+  std::vector<uint8_t> fetched(n);
   FakeIserTarget target(kPort, FakeIserTarget::IserLogin(), [&](FakeIserTarget& t) {
     FakePdu cmd;
     if (!t.Read(&cmd)) return;
@@ -121,11 +128,11 @@ TEST(IserPeer, WriteBufferIsReadOnlyToTheTarget) {
   });
   auto s = Open(target);
   ASSERT_TRUE(s);
-  std::vector<uint8_t> data(4096);
+  std::vector<uint8_t> data(n);
   for (size_t i = 0; i < data.size(); ++i) data[i] = static_cast<uint8_t>(i * 7);
   const std::vector<uint8_t> original = data;
   Task t;
-  scsi::Write(t, 0, 8, data.data(), 4096, false);
+  scsi::Write(t, 0, n / 512, data.data(), n, false);
   t.lun = 1;
   s->Execute(&t);
   target.Join();
@@ -135,6 +142,9 @@ TEST(IserPeer, WriteBufferIsReadOnlyToTheTarget) {
   EXPECT_EQ(write_status, IBV_WC_REM_ACCESS_ERR) << "the target could write into a WRITE's buffer";
   EXPECT_EQ(data, original);
 }
+
+INSTANTIATE_TEST_SUITE_P(ThroughSlotsAndDirect, IserPeerSize,
+                         ::testing::Values(4096u, 256u * 1024));
 
 TEST(IserPeer, SendLargerThanOurReceiveBuffersIsDetected) {
   std::atomic<int> sent{-1};
@@ -154,7 +164,7 @@ TEST(IserPeer, SendLargerThanOurReceiveBuffersIsDetected) {
   auto s = Open(target);
   ASSERT_TRUE(s);
   std::vector<uint8_t> buf;
-  Status st = Read4k(*s, &buf);
+  Status st = ReadBytes(*s, &buf);
   target.Join();
   ASSERT_FALSE(st.ok());
   EXPECT_NE(sent, IBV_WC_SUCCESS) << "the oversized SEND was accepted";
@@ -174,7 +184,7 @@ TEST(IserPeer, DataInOnAnIserConnectionIsAProtocolError) {
   auto s = Open(target);
   ASSERT_TRUE(s);
   std::vector<uint8_t> buf;
-  Status st = Read4k(*s, &buf);
+  Status st = ReadBytes(*s, &buf);
   ASSERT_FALSE(st.ok());
   EXPECT_NE(st.message().find("Data-In"), std::string::npos) << st.ToString();
   EXPECT_EQ(buf, std::vector<uint8_t>(4096, 0xee));

@@ -172,7 +172,7 @@ Status IserDatamover::SetUpResources(ibv_context* verbs) {
       slot.stag = slot.mw->rkey;
     }
   }
-  by_itt_.assign(kIttSlots, nullptr);
+  by_itt_.assign(kIttSlots, Exposure{});
   for (uint32_t i = 0; i < kRecvBuffers; ++i) ISER_RETURN_IF_ERROR(PostReceive(i));
   return Status::OK();
 }
@@ -290,12 +290,36 @@ int IserDatamover::FreeSendSlot() {
 }
 
 const char* IserDatamover::StagMethod() const {
-  return memory_windows_ ? "memory windows" : "per-command registration";
+  return memory_windows_ ? "caller buffers registered per command (>= 128 KiB), else copies "
+                          "through slots with memory windows"
+                        : "caller buffers registered per command (>= 128 KiB), else copies "
+                          "through slots registered per command";
 }
 
-Status IserDatamover::Expose(DataSlot* slot, uint32_t length, bool target_writes,
-                             ibv_send_wr* bind) {
-  const unsigned access = target_writes ? IBV_ACCESS_REMOTE_WRITE : IBV_ACCESS_REMOTE_READ;
+bool IserDatamover::Expose(Task* task, uint32_t sent, uint32_t* stag, uint64_t* va,
+                           ibv_send_wr* bind, Status* error) {
+  Exposure& e = by_itt_[task->itt & (kIttSlots - 1)];
+  const bool target_writes = task->direction == DataDirection::kRead;
+  const uint32_t length = task->transfer_length - sent;
+  const unsigned access = target_writes ? IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_LOCAL_WRITE
+                                        : IBV_ACCESS_REMOTE_READ;  // REMOTE_WRITE needs LOCAL
+  if (task->transfer_length >= kDirectBytes) {
+    e.io_mr = ibv_reg_mr(pd_, task->buffer + sent, length, static_cast<int>(access));
+    if (e.io_mr != nullptr) {
+      e.task = task;
+      *stag = e.io_mr->rkey;
+      *va = reinterpret_cast<uintptr_t>(task->buffer + sent);
+      return true;
+    }
+  }
+  DataSlot* slot = nullptr;
+  const uint32_t first = task->transfer_length <= kSmallSlotBytes ? 0 : kSmallSlots;
+  for (uint32_t i = first; i < data_slots_.size() && slot == nullptr; ++i) {
+    if (!data_slots_[i].busy) slot = &data_slots_[i];
+  }
+  if (slot == nullptr) return false;
+  if (!target_writes) std::memcpy(slot->addr, task->buffer, task->transfer_length);
+  uint8_t* bytes = slot->addr + sent;
   if (memory_windows_) {
     // A type 2 window gets a new key on every bind: an STag from an earlier command never
     // matches again.
@@ -306,39 +330,43 @@ Status IserDatamover::Expose(DataSlot* slot, uint32_t length, bool target_writes
     bind->bind_mw.mw = slot->mw;
     bind->bind_mw.rkey = slot->stag;
     bind->bind_mw.bind_info.mr = slot->base_mr;
-    bind->bind_mw.bind_info.addr = reinterpret_cast<uintptr_t>(slot->addr);
+    bind->bind_mw.bind_info.addr = reinterpret_cast<uintptr_t>(bytes);
     bind->bind_mw.bind_info.length = length;
-    bind->bind_mw.bind_info.mw_access_flags = access;
-    return Status::OK();
+    bind->bind_mw.bind_info.mw_access_flags = access & ~IBV_ACCESS_LOCAL_WRITE;
+    *stag = slot->stag;
+  } else {
+    e.io_mr = ibv_reg_mr(pd_, bytes, length, static_cast<int>(access));
+    if (e.io_mr == nullptr) {
+      *error = Status::ResourceExhausted("cannot register " + std::to_string(length) +
+                                         " bytes for RDMA: " + strerror(errno));
+      return true;
+    }
+    *stag = e.io_mr->rkey;
   }
-  // REMOTE_WRITE requires LOCAL_WRITE.
-  slot->io_mr = ibv_reg_mr(pd_, slot->addr, length,
-                           static_cast<int>(access | (target_writes ? IBV_ACCESS_LOCAL_WRITE : 0)));
-  if (slot->io_mr == nullptr) {
-    return Status::ResourceExhausted("cannot register " + std::to_string(length) +
-                                     " bytes for RDMA: " + strerror(errno));
-  }
-  slot->stag = slot->io_mr->rkey;
-  return Status::OK();
+  slot->busy = true;
+  e.slot = slot;
+  e.task = task;
+  *va = reinterpret_cast<uintptr_t>(bytes);
+  return true;
 }
 
-void IserDatamover::Revoke(DataSlot* slot) {
-  if (!memory_windows_) {
-    if (slot->io_mr != nullptr) ibv_dereg_mr(slot->io_mr);
-    slot->io_mr = nullptr;
-    return;
+void IserDatamover::Revoke(Exposure* e, uint32_t data_in) {
+  if (e->slot != nullptr && data_in > 0) std::memcpy(e->task->buffer, e->slot->addr, data_in);
+  if (e->io_mr != nullptr) ibv_dereg_mr(e->io_mr);
+  if (e->slot != nullptr && memory_windows_ && !failed_) {
+    ibv_send_wr wr{};
+    wr.wr_id = kInvalidateTag;
+    wr.opcode = IBV_WR_LOCAL_INV;
+    wr.invalidate_rkey = e->slot->stag;
+    // Signaled, so the send queue entry is reclaimed even when no command follows.
+    wr.send_flags = IBV_SEND_SIGNALED;
+    ibv_send_wr* bad = nullptr;
+    if (ibv_post_send(id_->qp, &wr, &bad) != 0) {
+      Fail(Status::ConnectionFailed("cannot invalidate an STag: " + std::string(strerror(errno))));
+    }
   }
-  if (failed_) return;  // the QP is gone: nobody can use the window
-  ibv_send_wr wr{};
-  wr.wr_id = kInvalidateTag;
-  wr.opcode = IBV_WR_LOCAL_INV;
-  wr.invalidate_rkey = slot->stag;
-  // Signaled, so the send queue entry is reclaimed even when no command follows.
-  wr.send_flags = IBV_SEND_SIGNALED;
-  ibv_send_wr* bad = nullptr;
-  if (ibv_post_send(id_->qp, &wr, &bad) != 0) {
-    Fail(Status::ConnectionFailed("cannot invalidate an STag: " + std::string(strerror(errno))));
-  }
+  if (e->slot != nullptr) e->slot->busy = false;
+  *e = {};
 }
 
 Status IserDatamover::PostSend(int slot, size_t length, ibv_send_wr* before) {
@@ -605,20 +633,17 @@ void IserDatamover::HandleReceive(uint32_t index, uint32_t length) {
     return;
   }
   if (bhs.opcode() == Opcode::kScsiResponse) {
-    DataSlot*& owner = by_itt_[bhs.itt() & (kIttSlots - 1)];
-    if (owner != nullptr && owner->task != nullptr && owner->task->itt == bhs.itt()) {
-      Task* t = owner->task;
-      const uint8_t flags = bhs.flags();
+    Exposure& e = by_itt_[bhs.itt() & (kIttSlots - 1)];
+    if (e.task != nullptr && e.task->itt == bhs.itt()) {
+      Task* t = e.task;
+      uint32_t n = 0;
       if (t->direction == DataDirection::kRead && bhs.b[2] == 0) {
         // RC ordering: the target's RDMA WRITE landed before this SEND completed.
-        uint32_t n = t->transfer_length;
-        if (flags & kResidualUnderflow) n -= std::min(n, bhs.u32(bhs::kResidualCount));
-        std::memcpy(t->buffer, owner->addr, n);
+        n = t->transfer_length;
+        if (bhs.flags() & kResidualUnderflow) n -= std::min(n, bhs.u32(bhs::kResidualCount));
         t->data_in_bytes = n;
       }
-      Revoke(owner);
-      owner->task = nullptr;
-      owner = nullptr;
+      Revoke(&e, n);
     }
   }
   events_->OnPdu(bhs, {p + kPduHeader, dsl});
@@ -652,36 +677,29 @@ bool IserDatamover::TrySend(Task* task, const Bhs& bhs, std::span<const uint8_t>
   ibv_send_wr bind{};
   ibv_send_wr* before = nullptr;
   if (task != nullptr && task->direction != DataDirection::kNone && task->transfer_length > 0) {
-    DataSlot* ds = nullptr;
-    const uint32_t first = task->transfer_length <= kSmallSlotBytes ? 0 : kSmallSlots;
-    for (uint32_t i = first; i < data_slots_.size() && ds == nullptr; ++i) {
-      if (data_slots_[i].task == nullptr) ds = &data_slots_[i];
-    }
-    if (ds == nullptr) return false;
-    const uint64_t va = reinterpret_cast<uintptr_t>(ds->addr);
     const bool reading = task->direction == DataDirection::kRead;
     const uint32_t sent = reading ? 0 : task->immediate_bytes + task->unsolicited_bytes;
-    if (!reading) std::memcpy(ds->addr, task->buffer, task->transfer_length);
     if (sent < task->transfer_length) {
-      Status exposed = Expose(ds, task->transfer_length, reading, &bind);
-      if (!exposed.ok()) {
-        Fail(exposed);
+      uint32_t stag = 0;
+      uint64_t va = 0;
+      Status error;
+      if (!Expose(task, sent, &stag, &va, &bind, &error)) return false;
+      if (!error.ok()) {
+        Fail(error);
         return true;
       }
-      if (memory_windows_) before = &bind;
+      if (bind.opcode == IBV_WR_BIND_MW) before = &bind;
       if (reading) {
         flags |= kIserRsv;
-        read_stag = ds->stag;
+        read_stag = stag;
         read_va = va;
       } else {
-        flags |= kIserWsv;
-        write_stag = ds->stag;
         // The target reads what was not sent as immediate or unsolicited data.
-        write_va = va + sent;
+        flags |= kIserWsv;
+        write_stag = stag;
+        write_va = va;
       }
     }
-    ds->task = task;
-    by_itt_[task->itt & (kIttSlots - 1)] = ds;
   }
   BuildIserHeader(p, flags, write_stag, write_va, read_stag, read_va);
   std::memcpy(p + kIserHeaderLength, bhs.data(), kBhsLength);
@@ -742,6 +760,11 @@ void IserDatamover::Fail(Status status) {
   failed_ = true;
   pending_.clear();
   if (connected_) rdma_disconnect(id_);
+  // The queue pair is in the error state now: nothing reaches the callers' buffers any more, and
+  // they get them back when their tasks fail.
+  for (Exposure& e : by_itt_) {
+    if (e.task != nullptr) Revoke(&e, 0);
+  }
   if (events_ != nullptr) events_->OnConnectionError(status.WithContext("connection " + Describe()));
 }
 
@@ -775,10 +798,13 @@ void IserDatamover::Teardown() {
     }
   }
   if (qp_created_) rdma_destroy_qp(id_);
+  for (Exposure& e : by_itt_) {
+    if (e.io_mr) ibv_dereg_mr(e.io_mr);
+  }
+  by_itt_.clear();
   for (DataSlot& d : data_slots_) {
     if (d.mw) ibv_dealloc_mw(d.mw);
     if (d.base_mr) ibv_dereg_mr(d.base_mr);
-    if (d.io_mr) ibv_dereg_mr(d.io_mr);
   }
   data_slots_.clear();
   if (recv_mr_) ibv_dereg_mr(recv_mr_);

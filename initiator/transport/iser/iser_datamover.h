@@ -7,15 +7,18 @@
 // Written against the standard rdma-core API only (librdmacm + libibverbs): the same code runs
 // on RDMA hardware and on softrdma.
 //
-// Memory: a pool of data buffers (slots); data is copied between the caller's buffer and a slot
-// (reads when the SCSI Response arrives, writes before the command is sent). Each command's STag
-// exposes exactly that command's bytes, for the one direction it needs (REMOTE_WRITE for reads,
-// REMOTE_READ for writes), and is revoked when its SCSI Response arrives, so a target that uses
-// a stale or out-of-range STag fails with a remote access error instead of touching our memory:
-//  - where the device has type 2 memory windows, each slot is one MR with no remote access and
-//    a window bound over the command's bytes (a BIND_MW chained before the command's SEND, a
-//    LOCAL_INV after its response: two work requests, no system call);
-//  - otherwise each command registers its bytes as an MR of their own and deregisters it after.
+// Memory. Each command's STag exposes exactly that command's bytes, for the one direction it
+// needs (REMOTE_WRITE for reads, REMOTE_READ for writes), and is revoked when its SCSI Response
+// arrives (or the connection fails), so a target that uses a stale or out-of-range STag fails
+// with a remote access error instead of touching our memory. Where the bytes are:
+//  - commands of at least kDirectBytes: in the caller's buffer, registered for this command and
+//    deregistered after it (zero copy: a registration costs less than copying that much);
+//  - smaller ones, or when a registration fails (RLIMIT_MEMLOCK): copied through a pool of
+//    pre-registered slots (reads when the SCSI Response arrives, writes before the command is
+//    sent). Where the device has type 2 memory windows, each slot is one MR with no remote
+//    access and a window is bound over the command's bytes (a BIND_MW chained before the
+//    command's SEND, a LOCAL_INV after its response: two work requests, no system call);
+//    otherwise the slot's bytes are registered per command too.
 // docs/initiator.md has the measured cost of each. Receive buffers (28 + 48 + 8192 bytes each)
 // and send buffers are registered once. RLIMIT_MEMLOCK is checked before registering, so a small
 // `ulimit -l` gives a clear error instead of a failed registration.
@@ -51,7 +54,7 @@ class IserDatamover final : public Datamover {
   Status ReceivePdu(Bhs* bhs, std::vector<uint8_t>* data, Deadline deadline) override;
   Status EnterFullFeature(const NegotiatedParams& params) override;
   uint32_t MaxTransferBytes() const override { return kDataSlotBytes; }
-  // "memory windows" or "per-command registration": how STags are made (for logs and tests).
+  // How STags are made, for logs.
   const char* StagMethod() const;
   Status Start(DatamoverEvents* events) override;
   void Wake() override;
@@ -64,15 +67,21 @@ class IserDatamover final : public Datamover {
 
   // tgt refuses more than 512 KiB per command and direction (iser-protocol.md §8.4).
   static constexpr uint32_t kDataSlotBytes = 512 * 1024;
+  // From this size on the caller's buffer is registered instead of copied.
+  static constexpr uint32_t kDirectBytes = 128 * 1024;
 
  private:
   struct DataSlot {
     uint8_t* addr = nullptr;
     ibv_mr* base_mr = nullptr;  // memory windows: the slot, bindable, no remote access
     ibv_mw* mw = nullptr;
-    ibv_mr* io_mr = nullptr;    // per-command registration: the current command's bytes
-    uint32_t stag = 0;          // advertised for the current command
-    Task* task = nullptr;       // the command using it
+    uint32_t stag = 0;          // the window's current key
+    bool busy = false;
+  };
+  struct Exposure {  // what one command in flight lets the target access
+    Task* task = nullptr;
+    DataSlot* slot = nullptr;  // bytes copied through this slot (its window or io_mr), and/or
+    ibv_mr* io_mr = nullptr;   // a registration for this command alone
   };
   struct SendSlot {
     uint8_t* addr = nullptr;
@@ -95,11 +104,14 @@ class IserDatamover final : public Datamover {
   void HandleReceive(uint32_t index, uint32_t length);
   void HandleCmEvent();
   bool TrySend(Task* task, const Bhs& bhs, std::span<const uint8_t> data);
-  // Gives the slot an STag covering [addr, addr + length) for the target to access: a bind work
-  // request to post before the command (memory windows) or a registration.
-  Status Expose(DataSlot* slot, uint32_t length, bool target_writes, ibv_send_wr* bind);
-  // Makes the slot's STag useless to the target.
-  void Revoke(DataSlot* slot);
+  // Gives the target access to the task's data (or the part not sent with the command): the
+  // STag and address for the iSER header, and a bind to post before the command if any. Returns
+  // false when no slot is free (try again after a completion).
+  bool Expose(Task* task, uint32_t sent, uint32_t* stag, uint64_t* va, ibv_send_wr* bind,
+              Status* error);
+  // Ends the access Expose gave (at the SCSI Response, or when the connection fails); for
+  // reads through a slot, copies `data_in` bytes to the caller first.
+  void Revoke(Exposure* e, uint32_t data_in);
   void SendQueued();
   int FreeSendSlot();
   Status PostSend(int slot, size_t length, ibv_send_wr* before = nullptr);
@@ -123,7 +135,7 @@ class IserDatamover final : public Datamover {
   ibv_mr* send_mr_ = nullptr;
   std::vector<SendSlot> send_slots_;
   std::vector<DataSlot> data_slots_;
-  std::vector<DataSlot*> by_itt_;  // ITT slot bits → the data slot of that command
+  std::vector<Exposure> by_itt_;  // ITT slot bits → what that command exposes
   std::deque<Pending> pending_;
   std::deque<uint32_t> ready_receives_;  // completed receives seen while waiting for a send
 
