@@ -51,8 +51,10 @@ fuse_setup() {
   trap fuse_cleanup EXIT
 }
 
-fuse_url() {  # fuse_url TID [LUN]
-  echo "iscsi://127.0.0.1:$TGT_PORT/iqn.2026-11.test:t$1${2:+/$2}"
+fuse_url() {  # fuse_url TID [LUN]: iser:// when the target is tgtd's iSER target (TGT_LLD=iser)
+  local scheme=iscsi
+  [ "${TGT_LLD:-iscsi}" = iser ] && scheme=iser
+  echo "$scheme://127.0.0.1:$TGT_PORT/iqn.2026-11.test:t$1${2:+/$2}"
 }
 
 # fuse_mount URL MOUNTPOINT [options...]: mounts detached; FUSE_PID is the serving process.
