@@ -145,7 +145,9 @@ TEST_F(TargetTest, TransfersLargerThanMaxBurstLengthAndSegmentLengthRoundTrip) {
   // R2Ts, Data-Out PDUs and Data-In PDUs per command.
   EXPECT_LT(s->params().max_burst_length, 5u << 20);
   // Over iSER tgt takes at most 512 KiB per command: the device splits 5 MiB into commands.
-  if (kOverIser) EXPECT_EQ(s->max_transfer_bytes(), 512u << 10);
+  if (kOverIser) {
+    EXPECT_EQ(s->max_transfer_bytes(), 512u << 10);
+  }
   auto dev = OpenLun(s, 1);
   ASSERT_TRUE(dev);
   const auto data = RandomBytes(5 << 20, 1);
