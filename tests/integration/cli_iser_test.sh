@@ -74,5 +74,12 @@ unset LIBISCSI_CHAP_PASSWORD
 expect_exit 21 "Not found" "$cli" ls "iser://$portal/iqn.2026-11.nonexistent:x/1"
 expect_exit 5 "127.0.0.1:3261.*(listener|refused)" "$cli" ls "iser://127.0.0.1:3261/$iqn/1"
 
+# RLIMIT_MEMLOCK too small for our registrations: a clear error naming the limit and the fix.
+# (CAP_IPC_LOCK lifts the limit, so root runs it without that capability.)
+no_ipc_lock=()
+[ "$(id -u)" = 0 ] && no_ipc_lock=(setpriv --bounding-set=-ipc_lock)
+expect_exit 1 "RLIMIT_MEMLOCK allows 1024 KiB.*ulimit -l" "${no_ipc_lock[@]}" bash -c \
+  'ulimit -l 1024 && exec "$0" ls "$1"' "$cli" "iser://$portal/$iqn/1"
+
 echo "$fails failed"
 [ "$fails" -eq 0 ]

@@ -1,6 +1,7 @@
 #include "initiator/transport/iser/iser_datamover.h"
 
 #include <fcntl.h>
+#include <linux/capability.h>
 #include <netdb.h>
 #include <poll.h>
 #include <sys/epoll.h>
@@ -14,6 +15,7 @@
 #include <climits>
 #include <cstdlib>
 #include <cstring>
+#include <fstream>
 
 #include "discovery/url.h"
 #include "initiator/base/log.h"
@@ -73,8 +75,21 @@ IserDatamover::~IserDatamover() {
   Teardown();
 }
 
+// CAP_IPC_LOCK lifts RLIMIT_MEMLOCK for registrations; read from the effective set of
+// /proc/self/status (root usually has it, but not in every container).
+static bool HasIpcLock() {
+  std::ifstream status("/proc/self/status");
+  std::string line;
+  while (std::getline(status, line)) {
+    if (line.rfind("CapEff:", 0) == 0) {
+      return (std::stoull(line.substr(7), nullptr, 16) >> CAP_IPC_LOCK) & 1;
+    }
+  }
+  return false;
+}
+
 Status IserDatamover::CheckMemlock(size_t bytes) const {
-  if (geteuid() == 0) return Status::OK();  // CAP_IPC_LOCK: the limit does not apply
+  if (HasIpcLock()) return Status::OK();
   rlimit lim{};
   if (getrlimit(RLIMIT_MEMLOCK, &lim) != 0 || lim.rlim_cur == RLIM_INFINITY) return Status::OK();
   if (lim.rlim_cur >= bytes) return Status::OK();
@@ -600,7 +615,13 @@ void IserDatamover::DrainCompletions() {
         }
         continue;
       }
-      if (recv) {
+      if (recv && (wc[i].wc_flags & IBV_WC_WITH_INV)) {
+        // Our connect request said we accept no Send-with-Invalidate (iser-protocol.md §4.3).
+        char rkey[16];
+        snprintf(rkey, sizeof rkey, "0x%x", wc[i].invalidated_rkey);
+        Fail(Status::ProtocolError("the target sent a Send-with-Invalidate (STag " +
+                                   std::string(rkey) + ") although we declined them"));
+      } else if (recv) {
         if (!failed_) HandleReceive(idx, wc[i].byte_len);
       } else if ((wc[i].wr_id & ~0xffffffffull) == kSendTag && idx < send_slots_.size()) {
         send_slots_[idx].busy = false;
