@@ -111,10 +111,13 @@ Status IserDatamover::SetUpResources(ibv_context* verbs) {
   }
   // The target may have this many RDMA READs outstanding against us (it clamps to our offer).
   responder_resources_ = static_cast<uint8_t>(std::clamp(attr.max_qp_rd_atom, 1, 255));
-  // ISER_CONNECT_STAGS=register forces per-command registration (to measure it against windows).
-  const char* stags = std::getenv("ISER_CONNECT_STAGS");
+  // ISER_CONNECT_STAGS turns choices off to measure them (bench/iser-stags): "no-windows"
+  // (slots registered per command), "no-direct" (every command copied through a slot).
+  const std::string stags = std::getenv("ISER_CONNECT_STAGS") ? std::getenv("ISER_CONNECT_STAGS")
+                                                              : "";
   memory_windows_ = attr.max_mw > 0 && (attr.device_cap_flags & IBV_DEVICE_MEM_WINDOW_TYPE_2B) &&
-                    !(stags != nullptr && std::string(stags) == "register");
+                    stags.find("no-windows") == std::string::npos;
+  direct_ = stags.find("no-direct") == std::string::npos;
   pd_ = ibv_alloc_pd(verbs);
   comp_channel_ = ibv_create_comp_channel(verbs);
   if (pd_ == nullptr || comp_channel_ == nullptr) {
@@ -305,6 +308,8 @@ int IserDatamover::FreeSendSlot() {
 }
 
 const char* IserDatamover::StagMethod() const {
+  if (!direct_) return memory_windows_ ? "copies through slots with memory windows"
+                                       : "copies through slots registered per command";
   return memory_windows_ ? "caller buffers registered per command (>= 128 KiB), else copies "
                           "through slots with memory windows"
                         : "caller buffers registered per command (>= 128 KiB), else copies "
@@ -318,7 +323,7 @@ bool IserDatamover::Expose(Task* task, uint32_t sent, uint32_t* stag, uint64_t* 
   const uint32_t length = task->transfer_length - sent;
   const unsigned access = target_writes ? IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_LOCAL_WRITE
                                         : IBV_ACCESS_REMOTE_READ;  // REMOTE_WRITE needs LOCAL
-  if (task->transfer_length >= kDirectBytes) {
+  if (direct_ && task->transfer_length >= kDirectBytes) {
     e.io_mr = ibv_reg_mr(pd_, task->buffer + sent, length, static_cast<int>(access));
     if (e.io_mr != nullptr) {
       e.task = task;

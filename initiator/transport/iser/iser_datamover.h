@@ -128,6 +128,7 @@ class IserDatamover final : public Datamover {
   bool connected_ = false;
   uint8_t responder_resources_ = 1;
   bool memory_windows_ = false;
+  bool direct_ = true;
 
   std::vector<uint8_t*> regions_;  // page-aligned allocations, freed at teardown
   ibv_mr* recv_mr_ = nullptr;
