@@ -170,7 +170,10 @@ Status IserDatamover::SetUpResources(ibv_context* verbs) {
                            &recv_mr_));
   ISER_RETURN_IF_ERROR(reg(send_base, size_t{kSendSlots} * kBufferBytes, 0, &send_mr_));
   send_slots_.resize(kSendSlots);
-  for (uint32_t i = 0; i < kSendSlots; ++i) send_slots_[i].addr = send_base + size_t{i} * kBufferBytes;
+  for (uint32_t i = 0; i < kSendSlots; ++i) {
+    send_slots_[i].addr = send_base + size_t{i} * kBufferBytes;
+    free_send_slots_.push_back(static_cast<int>(kSendSlots - 1 - i));
+  }
   data_slots_.resize(kSmallSlots + kLargeSlots);
   for (uint32_t i = 0; i < data_slots_.size(); ++i) {
     const size_t len = i < kSmallSlots ? kSmallSlotBytes : kDataSlotBytes;
@@ -179,6 +182,7 @@ Status IserDatamover::SetUpResources(ibv_context* verbs) {
     regions_.push_back(p);
     DataSlot& slot = data_slots_[i];
     slot.addr = p;
+    (i < kSmallSlots ? free_small_slots_ : free_large_slots_).push_back(&slot);
     if (memory_windows_) {
       ISER_RETURN_IF_ERROR(
           reg(p, len, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_MW_BIND, &slot.base_mr));
@@ -301,10 +305,11 @@ Status IserDatamover::Connect(const Portal& portal, Deadline deadline) {
 }
 
 int IserDatamover::FreeSendSlot() {
-  for (uint32_t i = 0; i < send_slots_.size(); ++i) {
-    if (!send_slots_[i].busy) return static_cast<int>(i);
-  }
-  return -1;
+  return free_send_slots_.empty() ? -1 : free_send_slots_.back();
+}
+
+void IserDatamover::ReleaseSendSlot(uint32_t index) {
+  if (index < send_slots_.size()) free_send_slots_.push_back(static_cast<int>(index));
 }
 
 const char* IserDatamover::StagMethod() const {
@@ -332,12 +337,12 @@ bool IserDatamover::Expose(Task* task, uint32_t sent, uint32_t* stag, uint64_t* 
       return true;
     }
   }
-  DataSlot* slot = nullptr;
-  const uint32_t first = task->transfer_length <= kSmallSlotBytes ? 0 : kSmallSlots;
-  for (uint32_t i = first; i < data_slots_.size() && slot == nullptr; ++i) {
-    if (!data_slots_[i].busy) slot = &data_slots_[i];
+  std::vector<DataSlot*>* pool = &free_large_slots_;
+  if (task->transfer_length <= kSmallSlotBytes && !free_small_slots_.empty()) {
+    pool = &free_small_slots_;
   }
-  if (slot == nullptr) return false;
+  if (pool->empty()) return false;
+  DataSlot* slot = pool->back();
   if (!target_writes) std::memcpy(slot->addr, task->buffer, task->transfer_length);
   uint8_t* bytes = slot->addr + sent;
   if (memory_windows_) {
@@ -363,7 +368,7 @@ bool IserDatamover::Expose(Task* task, uint32_t sent, uint32_t* stag, uint64_t* 
     }
     *stag = e.io_mr->rkey;
   }
-  slot->busy = true;
+  pool->pop_back();
   e.slot = slot;
   e.task = task;
   *va = reinterpret_cast<uintptr_t>(bytes);
@@ -385,12 +390,16 @@ void IserDatamover::Revoke(Exposure* e, uint32_t data_in) {
       Fail(Status::ConnectionFailed("cannot invalidate an STag: " + std::string(strerror(errno))));
     }
   }
-  if (e->slot != nullptr) e->slot->busy = false;
+  if (e->slot != nullptr) {
+    const bool small = e->slot < data_slots_.data() + kSmallSlots;
+    (small ? free_small_slots_ : free_large_slots_).push_back(e->slot);
+  }
   *e = {};
 }
 
 Status IserDatamover::PostSend(int slot, size_t length, ibv_send_wr* before) {
-  send_slots_[slot].busy = true;
+  // The caller got `slot` from FreeSendSlot: the top of the free stack.
+  free_send_slots_.pop_back();
   ibv_sge sge{reinterpret_cast<uintptr_t>(send_slots_[slot].addr), static_cast<uint32_t>(length),
               send_mr_->lkey};
   ibv_send_wr wr{};
@@ -406,7 +415,7 @@ Status IserDatamover::PostSend(int slot, size_t length, ibv_send_wr* before) {
   }
   ibv_send_wr* bad = nullptr;
   if (ibv_post_send(id_->qp, first, &bad) != 0) {
-    send_slots_[slot].busy = false;
+    free_send_slots_.push_back(slot);
     return Status::ConnectionFailed("ibv_post_send failed: " + std::string(strerror(errno)));
   }
   return Status::OK();
@@ -452,8 +461,8 @@ Status IserDatamover::PollForReceive(uint32_t* index, uint32_t* length, Deadline
           *length = wc[i].byte_len;
           got = true;
         }
-      } else if ((wc[i].wr_id & ~0xffffffffull) == kSendTag && idx < send_slots_.size()) {
-        send_slots_[idx].busy = false;
+      } else if ((wc[i].wr_id & ~0xffffffffull) == kSendTag) {
+        ReleaseSendSlot(idx);
       }
     }
     if (got) return Status::OK();
@@ -595,9 +604,12 @@ void IserDatamover::Run() {
 }
 
 void IserDatamover::DrainCompletions() {
-  ibv_wc wc[32];
-  int n;
-  while ((n = ibv_poll_cq(cq_, 32, wc)) > 0) {
+  // The CQ is armed before this runs, so a batch smaller than asked for means it was empty: no
+  // extra empty poll (which costs a yield on some providers).
+  constexpr int kBatch = 32;
+  ibv_wc wc[kBatch];
+  for (int n = kBatch; n == kBatch;) {
+    n = ibv_poll_cq(cq_, kBatch, wc);
     for (int i = 0; i < n; ++i) {
       const bool recv = (wc[i].wr_id & ~0xffffffffull) == kRecvTag;
       const uint32_t idx = static_cast<uint32_t>(wc[i].wr_id);
@@ -628,8 +640,8 @@ void IserDatamover::DrainCompletions() {
                                    std::string(rkey) + ") although we declined them"));
       } else if (recv) {
         if (!failed_) HandleReceive(idx, wc[i].byte_len);
-      } else if ((wc[i].wr_id & ~0xffffffffull) == kSendTag && idx < send_slots_.size()) {
-        send_slots_[idx].busy = false;
+      } else if ((wc[i].wr_id & ~0xffffffffull) == kSendTag) {
+        ReleaseSendSlot(idx);
       }
     }
   }

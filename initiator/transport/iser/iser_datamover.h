@@ -76,7 +76,6 @@ class IserDatamover final : public Datamover {
     ibv_mr* base_mr = nullptr;  // memory windows: the slot, bindable, no remote access
     ibv_mw* mw = nullptr;
     uint32_t stag = 0;          // the window's current key
-    bool busy = false;
   };
   struct Exposure {  // what one command in flight lets the target access
     Task* task = nullptr;
@@ -85,7 +84,6 @@ class IserDatamover final : public Datamover {
   };
   struct SendSlot {
     uint8_t* addr = nullptr;
-    bool busy = false;
   };
   struct Pending {  // waits for a send slot or a data slot
     Task* task;     // a command, or nullptr for a control PDU
@@ -113,7 +111,8 @@ class IserDatamover final : public Datamover {
   // reads through a slot, copies `data_in` bytes to the caller first.
   void Revoke(Exposure* e, uint32_t data_in);
   void SendQueued();
-  int FreeSendSlot();
+  int FreeSendSlot();  // a free send slot (taken by PostSend), or -1
+  void ReleaseSendSlot(uint32_t index);
   Status PostSend(int slot, size_t length, ibv_send_wr* before = nullptr);
   void Fail(Status status);
   void Teardown();
@@ -136,6 +135,9 @@ class IserDatamover final : public Datamover {
   ibv_mr* send_mr_ = nullptr;
   std::vector<SendSlot> send_slots_;
   std::vector<DataSlot> data_slots_;
+  std::vector<int> free_send_slots_;  // stacks: the most recently used first (warm caches)
+  std::vector<DataSlot*> free_small_slots_;
+  std::vector<DataSlot*> free_large_slots_;
   std::vector<Exposure> by_itt_;  // ITT slot bits → what that command exposes
   std::deque<Pending> pending_;
   std::deque<uint32_t> ready_receives_;  // completed receives seen while waiting for a send
