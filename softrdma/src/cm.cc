@@ -17,6 +17,7 @@
 #include "api.h"
 #include "cm.h"
 #include "log.h"
+#include "pcap.h"
 
 using namespace softrdma;
 
@@ -122,6 +123,7 @@ void send_connect(const std::shared_ptr<Conn>& c, Msg type, CmIdImpl* id,
   m.probe_addr = reinterpret_cast<uintptr_t>(&probe_byte);
   m.sender_reaches_you = id->reaches_peer;
   m.qpn = id->pub.qp ? id->pub.qp->qp_num : (param ? param->qp_num : 0);
+  if (type == Msg::Req || type == Msg::Rep) id->local_qpn = m.qpn;
   if (param) {
     m.responder_resources = param->responder_resources;
     m.initiator_depth = param->initiator_depth;
@@ -159,6 +161,7 @@ void on_message(const std::shared_ptr<Conn>& c, const WireHdr* h) {
     case Msg::Req: {
       if (!c->awaiting_req || !full) return;
       c->awaiting_req = false;
+      if (pcap_enabled()) pcap_cm(CmMad::Req, wc->qpn, 0, wc, id->pub.ps);
       auto* child = new CmIdImpl();
       child->pub.verbs = shared_context();
       child->pub.channel = id->pub.channel;
@@ -182,6 +185,7 @@ void on_message(const std::shared_ptr<Conn>& c, const WireHdr* h) {
     }
     case Msg::Rep: {
       if (!full || id->state != IdState::Connecting) return;
+      if (pcap_enabled()) pcap_cm(CmMad::Rep, wc->qpn, id->local_qpn, wc);
       id->remote_qpn = wc->qpn;
       if (id->pub.qp) qp_attach(id->pub.qp, c, wc->qpn, id->rnr_retry);
       id->state = IdState::Connected;
@@ -193,18 +197,27 @@ void on_message(const std::shared_ptr<Conn>& c, const WireHdr* h) {
     }
     case Msg::Rtu:
       if (!full || id->state != IdState::Accepting) return;
+      if (pcap_enabled()) pcap_cm(CmMad::Rtu, id->remote_qpn, id->local_qpn);
       c->push = !wc->sender_reaches_you;
       id->state = IdState::Connected;
       push_event(id, RDMA_CM_EVENT_ESTABLISHED, 0);
       break;
     case Msg::Rej:
       if (!full || id->state != IdState::Connecting) return;
+      if (pcap_enabled()) pcap_cm(CmMad::Rej, wc->qpn, id->local_qpn, wc);
       id->state = IdState::Idle;
       push_event(id, RDMA_CM_EVENT_REJECTED, 28, nullptr, wc);
       break;
     case Msg::Dreq:
       if (!c->local_disconnect) {
         c->local_disconnect = true;
+        // The side answering a DREQ writes both MADs, the DREQ and the DREP (the DREQ sent back
+        // now): a DREQ arriving after our own is that answer or a DREQ that crossed ours, which
+        // this side cannot tell apart.
+        if (pcap_enabled()) {
+          pcap_cm(CmMad::Dreq, id->remote_qpn, id->local_qpn);
+          pcap_cm(CmMad::Drep, id->local_qpn, id->remote_qpn);
+        }
         WireHdr d{Msg::Dreq, sizeof d};
         c->send(&d, sizeof d);
       }

@@ -42,6 +42,7 @@ struct CmIdImpl {
   uint8_t rnr_retry = 7;
   uint8_t peer_rnr_retry = 7;
   bool reaches_peer = false;  // our cross-memory probe of the peer worked
+  uint32_t local_qpn = 0;     // named in our REQ or REP
   uint32_t remote_qpn = 0;
   bool timewait_sent = false;
 };

@@ -1,24 +1,28 @@
 #include "pcap.h"
 
 #include <arpa/inet.h>
+#include <endian.h>
 #include <fcntl.h>
 #include <infiniband/verbs.h>
 #include <sys/stat.h>
 #include <sys/time.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <map>
 #include <mutex>
 #include <vector>
 
+#include "api.h"
+
 namespace softrdma {
 namespace {
 
 constexpr size_t kMtu = 4096;
 
-// InfiniBand BTH opcodes of the RC transport (IBA vol. 1, table 38).
+// InfiniBand BTH opcodes (IBA vol. 1, table 38): the RC transport's, and UD SEND Only for MADs.
 enum : uint8_t {
   kSendFirst = 0x00,
   kSendMiddle = 0x01,
@@ -40,6 +44,7 @@ enum : uint8_t {
   kAck = 0x11,
   kSendLastInv = 0x16,
   kSendOnlyInv = 0x17,
+  kUdSendOnly = 0x64,
 };
 
 struct Pcap {
@@ -193,6 +198,45 @@ void segmented(Pcap* p, uint32_t src, uint32_t dst, const uint8_t ops[4], const 
   } while (off < len);
 }
 
+// Big-endian `bytes`-byte field at `off` of a MAD's data.
+void set_be(std::vector<uint8_t>& d, size_t off, uint64_t v, int bytes) {
+  for (int i = bytes - 1; i >= 0; i--, v >>= 8) d[off + i] = v & 0xff;
+}
+
+void set_bytes(std::vector<uint8_t>& d, size_t off, size_t room, const void* src, size_t n) {
+  memcpy(&d[off], src, std::min(n, room));
+}
+
+// The GID of either end: the frames' 127.0.0.1, IPv4-mapped (RoCEv2).
+void set_gid(std::vector<uint8_t>& d, size_t off) {
+  d[off + 10] = d[off + 11] = 0xff;
+  set_be(d, off + 12, INADDR_LOOPBACK, 4);
+}
+
+uint16_t port_of(const sockaddr_storage& a) {
+  // sin_port and sin6_port share their offset.
+  return ntohs(reinterpret_cast<const sockaddr_in&>(a).sin_port);
+}
+
+// The RDMA CM header that starts a REQ's private data for IP addressing (IBA vol. 1, annex A11):
+// version 0, IP version, the active side's port, its address and the passive side's (IPv4 in the
+// last 4 of 16 bytes).
+void set_ip_cm_header(std::vector<uint8_t>& d, size_t off, const sockaddr_storage& src,
+                      const sockaddr_storage& dst) {
+  bool v6 = src.ss_family == AF_INET6;
+  d[off + 1] = v6 ? 0x60 : 0x40;
+  const sockaddr_storage* ends[2] = {&src, &dst};
+  for (int i = 0; i < 2; i++) {
+    size_t at = off + 4 + 16 * i;
+    if (v6) {
+      memcpy(&d[at], &reinterpret_cast<const sockaddr_in6*>(ends[i])->sin6_addr, 16);
+    } else {
+      memcpy(&d[at + 12], &reinterpret_cast<const sockaddr_in*>(ends[i])->sin_addr, 4);
+    }
+  }
+  set_be(d, off + 2, port_of(src), 2);
+}
+
 }  // namespace
 
 bool pcap_enabled() {
@@ -254,6 +298,76 @@ void pcap_response(const WireOp* op, uint32_t src_qpn, uint32_t dst_qpn, const i
   b.push_back(syndrome);
   put24(b, op->psn & 0xffffff);
   emit(p, src_qpn, std::move(b));
+}
+
+void pcap_cm(CmMad attr, uint32_t from_qpn, uint32_t to_qpn, const WireConnect* m,
+             uint16_t port_space) {
+  Pcap* p = pcap();
+  constexpr int kRemoteCmTimeout = 20, kLocalCmTimeout = 20, kMaxCmRetries = 15;  // Linux's
+  uint64_t guid = be64toh(ibv_get_device_guid(shared_context()->device));
+  std::vector<uint8_t> d(232, 0);
+  // Both processes must name an exchange alike without telling each other: communication IDs are
+  // QPNs, and the transaction ID is the QPN of the side that started the exchange (connect:
+  // REQ/REP/RTU/REJ; disconnect: DREQ/DREP). Wireshark pairs a REP with its REQ by it.
+  set_be(d, 0, from_qpn, 4);
+  if (attr != CmMad::Req) set_be(d, 4, to_qpn, 4);
+  bool from_starter = attr == CmMad::Req || attr == CmMad::Rtu || attr == CmMad::Dreq;
+  bool disconnect = attr == CmMad::Dreq || attr == CmMad::Drep;
+  uint64_t tid = (uint64_t{disconnect ? 2u : 1u} << 32) | (from_starter ? from_qpn : to_qpn);
+  switch (attr) {
+    case CmMad::Req:
+      set_be(d, 8, (uint64_t{port_space} << 16) | port_of(m->dst), 8);  // RDMA CM service ID
+      set_be(d, 16, guid, 8);
+      set_be(d, 32, from_qpn, 3);
+      d[35] = m->responder_resources;
+      d[39] = m->initiator_depth;
+      d[43] = kRemoteCmTimeout << 3;  // transport service type 0: RC
+      d[47] = kLocalCmTimeout << 3 | (m->retry_count & 7);
+      set_be(d, 48, 0xffff, 2);  // P_Key
+      d[50] = IBV_MTU_4096 << 4 | (m->rnr_retry_count & 7);
+      d[51] = kMaxCmRetries << 4 | (m->srq ? 8 : 0);
+      set_be(d, 52, 0xffff, 2);  // RoCE has no LIDs: the permissive LID, as Linux writes
+      set_be(d, 54, 0xffff, 2);
+      set_gid(d, 56);
+      set_gid(d, 72);
+      d[93] = 64;  // hop limit
+      set_ip_cm_header(d, 140, m->src, m->dst);
+      set_bytes(d, 176, 56, m->pdata, m->pdata_len);
+      break;
+    case CmMad::Rep:
+      set_be(d, 12, from_qpn, 3);
+      d[24] = m->responder_resources;
+      d[25] = m->initiator_depth;
+      d[27] = (m->rnr_retry_count & 7) << 5 | (m->srq ? 0x10 : 0);
+      set_be(d, 28, guid, 8);
+      set_bytes(d, 36, 196, m->pdata, m->pdata_len);
+      break;
+    case CmMad::Rej:
+      set_be(d, 10, 28, 2);  // reason: consumer reject (message rejected: REQ)
+      set_bytes(d, 84, 148, m->pdata, m->pdata_len);
+      break;
+    case CmMad::Dreq:
+      set_be(d, 8, to_qpn, 3);
+      break;
+    case CmMad::Rtu:
+    case CmMad::Drep:
+      break;
+  }
+  std::lock_guard g(p->mu);
+  auto b = bth(p, kUdSendOnly, 1, false);
+  put32(b, 0x80010000);  // the GSI's well-known Q_Key
+  put32(b, 1);           // source QP: the GSI
+  b.push_back(1);        // base version
+  b.push_back(0x07);     // management class: CM
+  b.push_back(2);        // class version
+  b.push_back(0x03);     // method: Send
+  put32(b, 0);           // status, class specific
+  put64(b, tid);
+  put16(b, static_cast<uint16_t>(attr));
+  put16(b, 0);
+  put32(b, 0);  // attribute modifier
+  b.insert(b.end(), d.begin(), d.end());
+  emit(p, 1, std::move(b));
 }
 
 }  // namespace softrdma
