@@ -11,25 +11,8 @@ initiator=iqn.2026-11.io.iser-connect.test:cli-iser
 export ISER_CONNECT_INITIATOR_NAME=$initiator
 TGT_LLD=iser TGT_ISER_INITIATOR=$initiator
 . "$here/../harness/tgt.sh"
+. "$here/cli_lib.sh"
 
-fails=0
-check() {  # check DESCRIPTION COMMAND... : the command must succeed
-  local what=$1
-  shift
-  if "$@"; then echo "ok: $what"; else echo "FAIL: $what"; fails=$((fails + 1)); fi
-}
-expect_exit() {  # expect_exit CODE PATTERN COMMAND...: exit code and a stderr pattern
-  local code=$1 pattern=$2
-  shift 2
-  local out rc=0
-  out=$(timeout 60 "$@" 2>&1) || rc=$?
-  if [ "$rc" -eq "$code" ] && grep -qE "$pattern" <<<"$out"; then
-    echo "ok: exit $code /$pattern/: $*"
-  else
-    echo "FAIL: expected exit $code and /$pattern/, got $rc: $out"
-    fails=$((fails + 1))
-  fi
-}
 
 tgt_start
 iqn=iqn.2026-11.io.iser-connect.test:cli-iser
@@ -81,5 +64,4 @@ no_ipc_lock=()
 expect_exit 1 "RLIMIT_MEMLOCK allows 1024 KiB.*ulimit -l" "${no_ipc_lock[@]}" bash -c \
   'ulimit -l 1024 && exec "$0" ls "$1"' "$cli" "iser://$portal/$iqn/1"
 
-echo "$fails failed"
-[ "$fails" -eq 0 ]
+cli_done

@@ -6,25 +6,8 @@ set -euo pipefail
 cli=$1
 here=$(cd "$(dirname "$0")" && pwd)
 . "$here/../harness/tgt.sh"
+. "$here/cli_lib.sh"
 
-fails=0
-check() {  # check DESCRIPTION COMMAND... : the command must succeed
-  local what=$1
-  shift
-  if "$@"; then echo "ok: $what"; else echo "FAIL: $what"; fails=$((fails + 1)); fi
-}
-expect_exit() {  # expect_exit CODE PATTERN COMMAND...: exit code and a stderr pattern
-  local code=$1 pattern=$2
-  shift 2
-  local out rc=0
-  out=$(timeout 60 "$@" 2>&1) || rc=$?
-  if [ "$rc" -eq "$code" ] && grep -qE "$pattern" <<<"$out"; then
-    echo "ok: exit $code /$pattern/: $*"
-  else
-    echo "FAIL: expected exit $code and /$pattern/, got $rc: $out"
-    fails=$((fails + 1))
-  fi
-}
 
 tgt_start
 iqn=iqn.2026-11.io.iser-connect.test:cli
@@ -76,5 +59,4 @@ closed=$(tgt_free_port)
 expect_exit 5 "refused" "$cli" discover -p "127.0.0.1:$closed"
 expect_exit 7 "" "$cli" bench "iscsi://$portal/$iqn/1" --rw sideways
 
-echo "$fails failed"
-[ "$fails" -eq 0 ]
+cli_done

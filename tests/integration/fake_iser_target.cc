@@ -172,12 +172,21 @@ ibv_wc_status FakeIserTarget::WaitSend(uint64_t wr_id) {
   return IBV_WC_GENERAL_ERR;
 }
 
-ibv_wc_status FakeIserTarget::Post(ibv_send_wr* wr) {
-  wr->wr_id = next_wr_id_++;
-  wr->send_flags = IBV_SEND_SIGNALED;
+ibv_wc_status FakeIserTarget::Post(ibv_wr_opcode opcode, size_t offset, size_t length,
+                                   uint32_t stag, uint64_t va) {
+  ibv_sge sge{reinterpret_cast<uintptr_t>(memory_.data() + offset), static_cast<uint32_t>(length),
+              mr_->lkey};
+  ibv_send_wr wr{};
+  wr.wr_id = next_wr_id_++;
+  wr.sg_list = &sge;
+  wr.num_sge = 1;
+  wr.opcode = opcode;
+  wr.send_flags = IBV_SEND_SIGNALED;
+  wr.wr.rdma.remote_addr = va;
+  wr.wr.rdma.rkey = stag;
   ibv_send_wr* bad = nullptr;
-  if (ibv_post_send(id_->qp, wr, &bad) != 0) return IBV_WC_GENERAL_ERR;
-  return WaitSend(wr->wr_id);
+  if (ibv_post_send(id_->qp, &wr, &bad) != 0) return IBV_WC_GENERAL_ERR;
+  return WaitSend(wr.wr_id);
 }
 
 bool FakeIserTarget::Read(FakePdu* pdu) {
@@ -217,39 +226,17 @@ void FakeIserTarget::Send(const Bhs& bhs, const std::vector<uint8_t>& data) {
 
 ibv_wc_status FakeIserTarget::SendRaw(const std::vector<uint8_t>& bytes) {
   std::memcpy(memory_.data() + kSendOffset, bytes.data(), bytes.size());
-  ibv_sge sge{reinterpret_cast<uintptr_t>(memory_.data() + kSendOffset),
-              static_cast<uint32_t>(bytes.size()), mr_->lkey};
-  ibv_send_wr wr{};
-  wr.sg_list = &sge;
-  wr.num_sge = 1;
-  wr.opcode = IBV_WR_SEND;
-  return Post(&wr);
+  return Post(IBV_WR_SEND, kSendOffset, bytes.size(), 0, 0);
 }
 
 ibv_wc_status FakeIserTarget::RdmaWrite(uint32_t stag, uint64_t va,
                                         const std::vector<uint8_t>& data) {
   std::memcpy(memory_.data() + kDataOffset, data.data(), data.size());
-  ibv_sge sge{reinterpret_cast<uintptr_t>(memory_.data() + kDataOffset),
-              static_cast<uint32_t>(data.size()), mr_->lkey};
-  ibv_send_wr wr{};
-  wr.sg_list = &sge;
-  wr.num_sge = 1;
-  wr.opcode = IBV_WR_RDMA_WRITE;
-  wr.wr.rdma.remote_addr = va;
-  wr.wr.rdma.rkey = stag;
-  return Post(&wr);
+  return Post(IBV_WR_RDMA_WRITE, kDataOffset, data.size(), stag, va);
 }
 
 ibv_wc_status FakeIserTarget::RdmaRead(uint32_t stag, uint64_t va, std::vector<uint8_t>* data) {
-  ibv_sge sge{reinterpret_cast<uintptr_t>(memory_.data() + kDataOffset),
-              static_cast<uint32_t>(data->size()), mr_->lkey};
-  ibv_send_wr wr{};
-  wr.sg_list = &sge;
-  wr.num_sge = 1;
-  wr.opcode = IBV_WR_RDMA_READ;
-  wr.wr.rdma.remote_addr = va;
-  wr.wr.rdma.rkey = stag;
-  const ibv_wc_status st = Post(&wr);
+  const ibv_wc_status st = Post(IBV_WR_RDMA_READ, kDataOffset, data->size(), stag, va);
   if (st == IBV_WC_SUCCESS) {
     std::memcpy(data->data(), memory_.data() + kDataOffset, data->size());
   }

@@ -62,7 +62,9 @@ class FakeIserTarget : public FakeTargetBase {
   void PostReceive();
   // Waits for the completion of the work request with this id (receives are queued).
   ibv_wc_status WaitSend(uint64_t wr_id);
-  ibv_wc_status Post(ibv_send_wr* wr);
+  // One signaled work request on [offset, offset + length) of memory_; waits for it.
+  ibv_wc_status Post(ibv_wr_opcode opcode, size_t offset, size_t length, uint32_t stag,
+                     uint64_t va);
 
   std::string error_;
   rdma_event_channel* channel_ = nullptr;
