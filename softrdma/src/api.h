@@ -13,6 +13,7 @@ struct Conn;
 
 ibv_context* shared_context();
 void fill_context_ops(ibv_context_ops* ops);
+void fill_mw_ops(ibv_context_ops* ops);
 void qp_attach(ibv_qp* qp, const std::shared_ptr<Conn>& c, uint32_t remote_qpn, uint8_t rnr_retry);
 // Peer gone (graceful or not): outstanding sends complete with `status`, the rest flush.
 void qp_disconnected(ibv_qp* qp, ibv_wc_status status);

@@ -61,6 +61,7 @@ ibv_context* shared_context() {
     c->num_comp_vectors = 1;
     pthread_mutex_init(&c->mutex, nullptr);
     fill_context_ops(&c->ops);
+    fill_mw_ops(&c->ops);
     return c;
   }();
   return ctx;
@@ -122,12 +123,14 @@ int ibv_query_device(ibv_context*, ibv_device_attr* a) {
   a->hw_ver = 1;
   a->max_qp = 65536;
   a->max_qp_wr = 16384;
-  a->device_cap_flags = IBV_DEVICE_RC_RNR_NAK_GEN | IBV_DEVICE_MEM_MGT_EXTENSIONS;
+  a->device_cap_flags = IBV_DEVICE_RC_RNR_NAK_GEN | IBV_DEVICE_MEM_MGT_EXTENSIONS |
+                        IBV_DEVICE_MEM_WINDOW | IBV_DEVICE_MEM_WINDOW_TYPE_2B;
   a->max_sge = 32;
   a->max_sge_rd = 32;
   a->max_cq = 65536;
   a->max_cqe = 1 << 20;
   a->max_mr = 1 << 20;
+  a->max_mw = 65536;
   a->max_pd = 65536;
   a->max_qp_rd_atom = 128;
   a->max_qp_init_rd_atom = 128;

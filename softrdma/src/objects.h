@@ -1,8 +1,8 @@
 // softrdma's internal objects: what each verbs handle handed to the application points at.
-// Contract: every public handle (ibv_pd, ibv_mr, ibv_cq, ibv_qp, ibv_comp_channel) is the first
-// member of its object here, so a handle converts back with a static_cast of the pointer. Objects
-// are never freed once handed out (destroyed ones are quarantined: libiscsi 1.19 polls a CQ it
-// destroyed), so a stale handle stays harmless.
+// Contract: every public handle (ibv_pd, ibv_mr, ibv_mw, ibv_cq, ibv_qp, ibv_comp_channel) is the
+// first member of its object here, so a handle converts back with a static_cast of the pointer.
+// Objects are never freed once handed out (destroyed ones are quarantined: libiscsi 1.19 polls a CQ
+// it destroyed), so a stale handle stays harmless.
 #pragma once
 
 #include <infiniband/verbs.h>
@@ -33,6 +33,24 @@ struct Mr {
   ibv_mr pub;
   Pd* pd;
   int access;
+  uint32_t key;     // lkey == rkey; kept apart from pub, which the application can overwrite
+  int windows = 0;  // memory windows bound to it (ibv_dereg_mr fails with EBUSY); keys.cc's lock
+  bool destroyed = false;
+};
+
+struct Qp;
+
+// A memory window. Its binding is guarded by keys.cc's lock, so a responder's check never sees a
+// half-done bind.
+struct Mw {
+  ibv_mw pub;
+  Pd* pd;
+  uint32_t key;       // the current rkey: the index stays, a bind sets the low 8 bits
+  Mr* mr = nullptr;   // bound to this MR, or unbound (type 1) / free (type 2)
+  uint64_t addr = 0;  // bound range and remote access rights
+  uint64_t length = 0;
+  int access = 0;
+  Qp* qp = nullptr;  // type 2: the only QP whose peer may use (or remotely invalidate) it
   bool destroyed = false;
 };
 
@@ -48,6 +66,8 @@ struct Cq {
 
 struct SendWqe {
   uint64_t wr_id;
+  // A local operation (bind, local invalidate) has no PSN of its own: it carries the PSN of the
+  // operation posted before it, so it completes right after that one.
   uint32_t psn;
   ibv_wc_opcode opcode;
   uint32_t byte_len;
@@ -74,18 +94,25 @@ struct Qp {
   bool destroyed = false;
 };
 
+// The object behind a public handle (see the contract above).
+template <class T, class P>
+T* impl(P* p) {
+  return static_cast<T*>(static_cast<void*>(p));
+}
+
 // Completion queue entry helpers: push and wake the completion channel when armed.
 void cq_push(Cq* cq, const ibv_wc& wc);
 
-// Moves a QP to the error state and flushes every outstanding work request, send queue first
-// with `first_status` for the oldest unacknowledged send (flush for the rest). Caller holds qp->mu.
-void qp_fail_locked(Qp* qp, ibv_wc_status first_status);
+// Moves a QP to the error state and flushes every outstanding work request, send queue first.
+// `status` goes to the oldest unacknowledged send (the peer died), or with `newest_failed` to the
+// newest (a work request refused as it was posted); the others flush. Caller holds qp->mu.
+void qp_fail_locked(Qp* qp, ibv_wc_status status, bool newest_failed = false);
+// Completes the oldest send work request with `st` (a success only if signaled). Caller holds
+// qp->mu.
+void sq_complete_front(Qp* qp, ibv_wc_status st);
 
 // Async events on the device context's async fd.
 void post_async_event(const ibv_async_event& ev);
-
-Mr* mr_by_rkey(uint32_t rkey);
-Mr* mr_by_lkey(uint32_t lkey);
 
 uint32_t random_u32();
 

@@ -1,7 +1,7 @@
 // RC transport over a Conn: the requester completes its send queue from cumulative ACKs and NAKs;
-// the responder checks each operation against its own MRs and receive queue, moves the payload
-// with cross-memory attach, and acknowledges. Ordering: operations are handled in PSN order per
-// connection, except that SENDs without a posted receive are parked (RNR) while RDMA READ/WRITE
+// the responder checks each operation against its own keys (keys.h) and receive queue, moves the
+// payload with cross-memory attach, and acknowledges. Ordering: operations are handled in PSN order
+// per connection, except that SENDs without a posted receive are parked (RNR) while RDMA READ/WRITE
 // behind them proceed, so a target waiting for READ data before reposting receives cannot stall.
 #include <sys/uio.h>
 
@@ -10,6 +10,7 @@
 
 #include "conn.h"
 #include "faults.h"
+#include "keys.h"
 #include "log.h"
 #include "pcap.h"
 #include "strict.h"
@@ -35,15 +36,6 @@ void send_nak(const std::shared_ptr<Conn>& c, uint32_t psn, ibv_wc_status st) {
 bool is_recv_consumer(uint8_t op) {
   return op == IBV_WR_SEND || op == IBV_WR_SEND_WITH_IMM || op == IBV_WR_SEND_WITH_INV ||
          op == IBV_WR_RDMA_WRITE_WITH_IMM;
-}
-
-// Checks [addr, addr+len) against the MR named by rkey for this QP. Returns the MR or null.
-Mr* check_remote(Qp* qp, uint32_t rkey, uint64_t addr, uint64_t len, int need) {
-  Mr* mr = mr_by_rkey(rkey);
-  if (!mr || mr->destroyed || &mr->pd->pub != qp->pub.pd || !(mr->access & need)) return nullptr;
-  uint64_t start = reinterpret_cast<uintptr_t>(mr->pub.addr);
-  if (addr < start || len > mr->pub.length || addr - start > mr->pub.length - len) return nullptr;
-  return mr;
 }
 
 // Copies the payload that follows a pushed operation into local iovs.
@@ -119,7 +111,7 @@ Outcome respond(const std::shared_ptr<Conn>& c, const WireOp* op) {
       op->opcode == IBV_WR_RDMA_READ) {
     bool read = op->opcode == IBV_WR_RDMA_READ;
     int need = read ? IBV_ACCESS_REMOTE_READ : IBV_ACCESS_REMOTE_WRITE;
-    if (op->total_len && !check_remote(qp, op->rkey, op->remote_addr, op->total_len, need)) {
+    if (op->total_len && !remote_access_ok(qp, op->rkey, op->remote_addr, op->total_len, need)) {
       log_debug("qp %u: remote access error (rkey 0x%x addr 0x%llx len %llu)", qp->pub.qp_num,
                 op->rkey, static_cast<unsigned long long>(op->remote_addr),
                 static_cast<unsigned long long>(op->total_len));
@@ -191,6 +183,17 @@ Outcome respond(const std::shared_ptr<Conn>& c, const WireOp* op) {
     wc.wc_flags |= IBV_WC_WITH_IMM;
     wc.imm_data = op->imm;
   } else if (op->opcode == IBV_WR_SEND_WITH_INV) {
+    if (!mw_remote_invalidate(qp, op->imm)) {
+      // What rxe does (IB class J): the data is placed and acknowledged, the receive completes
+      // in error and the responder's QP goes to error.
+      log_debug("qp %u: SEND_WITH_INV names 0x%x, no window bound through this QP", qp->pub.qp_num,
+                op->imm);
+      wc.status = IBV_WC_REM_INV_REQ_ERR;
+      strict_poison_error(&wc);
+      cq_push(cq, wc);
+      qp_fail_locked(qp, IBV_WC_WR_FLUSH_ERR);
+      return Outcome::Done;
+    }
     wc.wc_flags |= IBV_WC_WITH_INV;
     wc.invalidated_rkey = op->imm;
   }
@@ -223,7 +226,23 @@ void handle_op(const std::shared_ptr<Conn>& c, const WireOp* op) {
   c->done_psn = c->rnr_parked.empty() ? c->seen_psn : first_parked_psn(*c) - 1;
 }
 
-void complete_front(Qp* qp, ibv_wc_status st) {
+void handle_ack(const std::shared_ptr<Conn>& c, const WireAck* a, bool nak) {
+  fault_delay_completion();
+  Qp* qp = c->qp;
+  if (!qp) return;
+  std::lock_guard g(qp->mu);
+  if (qp->attr.qp_state == IBV_QPS_ERR) return;
+  while (!qp->sq.empty() && qp->sq.front().psn < a->psn + (nak ? 0 : 1))
+    sq_complete_front(qp, IBV_WC_SUCCESS);
+  if (nak && !qp->sq.empty() && qp->sq.front().psn == a->psn) {
+    sq_complete_front(qp, static_cast<ibv_wc_status>(a->status));
+    qp_fail_locked(qp, IBV_WC_WR_FLUSH_ERR);
+  }
+}
+
+}  // namespace
+
+void sq_complete_front(Qp* qp, ibv_wc_status st) {
   SendWqe w = qp->sq.front();
   qp->sq.pop_front();
   if (!w.signaled && st == IBV_WC_SUCCESS) return;
@@ -235,22 +254,6 @@ void complete_front(Qp* qp, ibv_wc_status st) {
     strict_poison_error(&wc);
   cq_push(static_cast<Cq*>(static_cast<void*>(qp->pub.send_cq)), wc);
 }
-
-void handle_ack(const std::shared_ptr<Conn>& c, const WireAck* a, bool nak) {
-  fault_delay_completion();
-  Qp* qp = c->qp;
-  if (!qp) return;
-  std::lock_guard g(qp->mu);
-  if (qp->attr.qp_state == IBV_QPS_ERR) return;
-  while (!qp->sq.empty() && qp->sq.front().psn < a->psn + (nak ? 0 : 1))
-    complete_front(qp, IBV_WC_SUCCESS);
-  if (nak && !qp->sq.empty() && qp->sq.front().psn == a->psn) {
-    complete_front(qp, static_cast<ibv_wc_status>(a->status));
-    qp_fail_locked(qp, IBV_WC_WR_FLUSH_ERR);
-  }
-}
-
-}  // namespace
 
 // Scatters fallback READ data into the requester's SGEs of that work request.
 void handle_read_resp(const std::shared_ptr<Conn>& c, const WireReadResp* r) {

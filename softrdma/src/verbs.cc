@@ -7,11 +7,11 @@
 #include <cerrno>
 #include <cstring>
 #include <random>
-#include <unordered_map>
 
 #include "api.h"
 #include "conn.h"
 #include "faults.h"
+#include "keys.h"
 #include "log.h"
 #include "objects.h"
 #include "strict.h"
@@ -30,33 +30,6 @@ uint32_t random_u32() {
   return rng();
 }
 
-namespace {
-
-struct Registry {
-  std::mutex mu;
-  std::unordered_map<uint32_t, Mr*> mrs;
-};
-Registry& registry() {
-  static auto* r = new Registry;
-  return *r;
-}
-
-template <class T, class P>
-T* impl(P* p) {
-  return static_cast<T*>(static_cast<void*>(p));
-}
-
-}  // namespace
-
-Mr* mr_by_rkey(uint32_t rkey) {
-  std::lock_guard g(registry().mu);
-  auto it = registry().mrs.find(rkey);
-  return it == registry().mrs.end() ? nullptr : it->second;
-}
-Mr* mr_by_lkey(uint32_t lkey) {
-  return mr_by_rkey(lkey);
-}
-
 void cq_push(Cq* cq, const ibv_wc& wc) {
   std::lock_guard g(cq->mu);
   if (cq->destroyed) return;
@@ -72,19 +45,18 @@ void cq_push(Cq* cq, const ibv_wc& wc) {
   if (write(ch->pub.fd, &one, sizeof one) < 0) log_warn("completion event lost");
 }
 
-void qp_fail_locked(Qp* qp, ibv_wc_status first_status) {
+void qp_fail_locked(Qp* qp, ibv_wc_status status, bool newest_failed) {
   qp->attr.qp_state = IBV_QPS_ERR;
   auto* scq = impl<Cq>(qp->pub.send_cq);
   auto* rcq = impl<Cq>(qp->pub.recv_cq);
-  ibv_wc_status st = first_status;
   for (auto& w : qp->sq) {
     ibv_wc wc{};
     wc.wr_id = w.wr_id;
-    wc.status = st;
+    wc.status =
+        &w == (newest_failed ? &qp->sq.back() : &qp->sq.front()) ? status : IBV_WC_WR_FLUSH_ERR;
     wc.qp_num = qp->pub.qp_num;
     strict_poison_error(&wc);
     cq_push(scq, wc);
-    st = IBV_WC_WR_FLUSH_ERR;
   }
   qp->sq.clear();
   for (auto& r : qp->rq) {
@@ -161,6 +133,10 @@ ibv_wc_opcode wc_opcode(ibv_wr_opcode op) {
       return IBV_WC_RDMA_WRITE;
     case IBV_WR_RDMA_READ:
       return IBV_WC_RDMA_READ;
+    case IBV_WR_BIND_MW:
+      return IBV_WC_BIND_MW;
+    case IBV_WR_LOCAL_INV:
+      return IBV_WC_LOCAL_INV;
     default:
       return IBV_WC_SEND;
   }
@@ -168,7 +144,26 @@ ibv_wc_opcode wc_opcode(ibv_wr_opcode op) {
 
 bool supported(ibv_wr_opcode op) {
   return op == IBV_WR_SEND || op == IBV_WR_SEND_WITH_IMM || op == IBV_WR_SEND_WITH_INV ||
-         op == IBV_WR_RDMA_WRITE || op == IBV_WR_RDMA_WRITE_WITH_IMM || op == IBV_WR_RDMA_READ;
+         op == IBV_WR_RDMA_WRITE || op == IBV_WR_RDMA_WRITE_WITH_IMM || op == IBV_WR_RDMA_READ ||
+         op == IBV_WR_BIND_MW || op == IBV_WR_LOCAL_INV;
+}
+
+bool is_local(ibv_wr_opcode op) {
+  return op == IBV_WR_BIND_MW || op == IBV_WR_LOCAL_INV;
+}
+
+// A bind or local invalidate changes only this process's key tables, which are what the
+// responder checks, so doing it as it is posted keeps send-queue order: a SEND posted after a
+// bind finds the window bound at the peer's first use of the key, and nothing posted after an
+// invalidation can see the window. Its completion still waits for the work posted before it.
+void post_local(Qp* qp, const ibv_send_wr& wr, SendWqe w) {
+  ibv_wc_status st =
+      wr.opcode == IBV_WR_BIND_MW ? mw_bind(qp, wr) : mw_local_invalidate(qp, wr.invalidate_rkey);
+  qp->sq.push_back(std::move(w));
+  if (st != IBV_WC_SUCCESS)
+    qp_fail_locked(qp, st, true);
+  else if (qp->sq.size() == 1)
+    sq_complete_front(qp, IBV_WC_SUCCESS);
 }
 
 // Local keys must name a live MR covering the SGE with the access the operation needs.
@@ -187,11 +182,13 @@ int post_send(ibv_qp* q, ibv_send_wr* wr, ibv_send_wr** bad) {
   std::lock_guard g(qp->mu);
   for (; wr; wr = wr->next) {
     if (qp->destroyed || qp->attr.qp_state < IBV_QPS_RTS || !supported(wr->opcode) ||
-        wr->num_sge < 0 || static_cast<uint32_t>(wr->num_sge) > qp->init.cap.max_send_sge) {
+        wr->num_sge < 0 || static_cast<uint32_t>(wr->num_sge) > qp->init.cap.max_send_sge ||
+        (wr->opcode == IBV_WR_BIND_MW && !wr->bind_mw.mw)) {
       *bad = wr;
       return EINVAL;
     }
-    bool is_inline = (wr->send_flags & IBV_SEND_INLINE) && wr->opcode != IBV_WR_RDMA_READ;
+    bool local = is_local(wr->opcode);
+    bool is_inline = (wr->send_flags & IBV_SEND_INLINE) && wr->opcode != IBV_WR_RDMA_READ && !local;
     uint64_t total = 0;
     for (int i = 0; i < wr->num_sge; i++) total += wr->sg_list[i].length;
     if (is_inline && total > qp->init.cap.max_inline_data) {
@@ -199,12 +196,15 @@ int post_send(ibv_qp* q, ibv_send_wr* wr, ibv_send_wr** bad) {
       return EINVAL;
     }
     bool signaled = qp->init.sq_sig_all || (wr->send_flags & IBV_SEND_SIGNALED);
-    SendWqe w{
-        wr->wr_id, qp->next_psn++, wc_opcode(wr->opcode), static_cast<uint32_t>(total), signaled,
-        {}};
+    uint32_t psn = local ? qp->next_psn - 1 : qp->next_psn++;
+    SendWqe w{wr->wr_id, psn, wc_opcode(wr->opcode), static_cast<uint32_t>(total), signaled, {}};
     if (qp->attr.qp_state == IBV_QPS_ERR || !qp->conn) {
       qp->sq.push_back(std::move(w));
       qp_fail_locked(qp, IBV_WC_WR_FLUSH_ERR);
+      continue;
+    }
+    if (local) {
+      post_local(qp, *wr, std::move(w));
       continue;
     }
     if (fault_drop_now()) {
@@ -219,7 +219,7 @@ int post_send(ibv_qp* q, ibv_send_wr* wr, ibv_send_wr** bad) {
         lk_ok = lk_ok && sge_ok(qp, wr->sg_list[i], wr->opcode == IBV_WR_RDMA_READ);
     if (!lk_ok) {
       qp->sq.push_back(std::move(w));
-      qp_fail_locked(qp, IBV_WC_LOC_PROT_ERR);
+      qp_fail_locked(qp, IBV_WC_LOC_PROT_ERR, true);
       continue;
     }
     size_t nsge = is_inline ? 1 : wr->num_sge;
@@ -338,14 +338,8 @@ ibv_mr* ibv_reg_mr(ibv_pd* pd, void* addr, size_t length, int access) {
   mr->pub.pd = pd;
   mr->pub.addr = addr;
   mr->pub.length = length;
-  std::lock_guard g(registry().mu);
-  uint32_t key;
-  do key = random_u32();
-  while (key == 0 || registry().mrs.count(key));
-  mr->pub.lkey = mr->pub.rkey = key;
-  mr->pub.handle = key;
-  registry().mrs[key] = mr;
-  log_debug("ibv_reg_mr %p+%zu access 0x%x -> key 0x%x", addr, length, access, key);
+  key_add_mr(mr);
+  log_debug("ibv_reg_mr %p+%zu access 0x%x -> key 0x%x", addr, length, access, mr->key);
   return &mr->pub;
 }
 
@@ -358,12 +352,7 @@ ibv_mr* ibv_reg_mr_iova(ibv_pd* pd, void* addr, size_t length, uint64_t iova, in
 }
 
 int ibv_dereg_mr(ibv_mr* m) {
-  Mr* mr = impl<Mr>(m);
-  std::lock_guard g(registry().mu);
-  if (!mr->destroyed) strict_release_registration(m->length);
-  registry().mrs.erase(m->rkey);
-  mr->destroyed = true;
-  return 0;
+  return mr_deregister(impl<Mr>(m));
 }
 
 ibv_comp_channel* ibv_create_comp_channel(ibv_context* ctx) {

@@ -1,6 +1,7 @@
 // Test fixture: two RC QPs in this process connected through the RDMA CM of whatever
-// libibverbs/librdmacm are loaded (softrdma's drop-ins under ctest). Contract: every wait is
-// bounded (a missing event or completion fails the test instead of hanging).
+// libibverbs/librdmacm are loaded (softrdma's drop-ins under ctest), and checks shared by the
+// tests. Contract: every wait is bounded (a missing event or completion fails the test instead of
+// hanging).
 #pragma once
 
 #include <arpa/inet.h>
@@ -19,6 +20,7 @@ struct Side {
   ibv_cq* cq = nullptr;
   std::vector<char> buf = std::vector<char>(1 << 20);
   ibv_mr* mr = nullptr;
+  ibv_pd* shared_pd = nullptr;  // set before connect(): this side uses it and leaves it allocated
 };
 
 class VerbsPair {
@@ -49,3 +51,7 @@ class VerbsPair {
 int post_send(Side& s, ibv_wr_opcode op, uint64_t wr_id, size_t off, size_t len, uint64_t raddr = 0,
               uint32_t rkey = 0, bool signaled = true);
 int post_recv(Side& s, uint64_t wr_id, size_t off, size_t len);
+uint64_t addr_of(Side& s, size_t off);
+// GoogleTest assertions: a's `op` of 4096 bytes at raddr with rkey in b is a remote access
+// violation (a: REM_ACCESS_ERR then flushes; b: IBV_EVENT_QP_ACCESS_ERR and flushes).
+void expect_remote_access_error(VerbsPair& p, ibv_wr_opcode op, uint64_t raddr, uint32_t rkey);
