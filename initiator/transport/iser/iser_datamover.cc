@@ -418,6 +418,8 @@ Status IserDatamover::PostSend(int slot, size_t length, ibv_send_wr* before) {
     free_send_slots_.push_back(slot);
     return Status::ConnectionFailed("ibv_post_send failed: " + std::string(strerror(errno)));
   }
+  // The verbs leave a type 2 window's new key for the application to store (rxe checks it).
+  if (before != nullptr) before->bind_mw.mw->rkey = before->bind_mw.rkey;
   return Status::OK();
 }
 
