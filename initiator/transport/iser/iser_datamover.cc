@@ -383,8 +383,8 @@ void IserDatamover::Revoke(Exposure* e, uint32_t data_in) {
     wr.wr_id = kInvalidateTag;
     wr.opcode = IBV_WR_LOCAL_INV;
     wr.invalidate_rkey = e->slot->stag;
-    // Signaled, so the send queue entry is reclaimed even when no command follows.
-    wr.send_flags = IBV_SEND_SIGNALED;
+    // Unsignaled: the next command's signaled SEND retires it. At most one per command in
+    // flight waits for that, well within the send queue.
     ibv_send_wr* bad = nullptr;
     if (ibv_post_send(id_->qp, &wr, &bad) != 0) {
       Fail(Status::ConnectionFailed("cannot invalidate an STag: " + std::string(strerror(errno))));
