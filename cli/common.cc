@@ -92,6 +92,8 @@ void SetupLogging(const GlobalOptions& g) {
 Result<ConnectOptions> MakeConnectOptions(const GlobalOptions& g) {
   ConnectOptions c;
   c.initiator_name = g.initiator_name;
+  c.password_hint = "--password-file FILE";
+  c.target_password_hint = "--target-password-file FILE";
   if (g.transport == "tcp") c.transport = TransportKind::kTcp;
   if (g.transport == "iser") c.transport = TransportKind::kIser;
   if (!g.password_file.empty()) {

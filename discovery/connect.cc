@@ -16,6 +16,10 @@ std::string Env(const char* name) {
   return v ? v : "";
 }
 
+std::string HowToGive(const std::string& hint, const char* env) {
+  return (hint.empty() ? std::string() : "give " + hint + ", or ") + "set " + env;
+}
+
 }  // namespace
 
 std::string DefaultInitiatorName() {
@@ -51,14 +55,13 @@ Status ResolveCredentials(IscsiUrl* url, const ConnectOptions& options) {
     url->target_password = Env("LIBISCSI_CHAP_TARGET_PASSWORD");
   }
   if (!url->user.empty() && url->password.empty()) {
-    return Status::InvalidArgument("CHAP user '" + url->user +
-                                   "' has no password: set LIBISCSI_CHAP_PASSWORD or give a "
-                                   "password file");
+    return Status::InvalidArgument("CHAP user '" + url->user + "' has no password: " +
+                                   HowToGive(options.password_hint, "LIBISCSI_CHAP_PASSWORD"));
   }
   if (!url->target_user.empty() && url->target_password.empty()) {
-    return Status::InvalidArgument("mutual CHAP user '" + url->target_user +
-                                   "' has no password: set LIBISCSI_CHAP_TARGET_PASSWORD or give "
-                                   "a password file");
+    return Status::InvalidArgument(
+        "mutual CHAP user '" + url->target_user + "' has no password: " +
+        HowToGive(options.target_password_hint, "LIBISCSI_CHAP_TARGET_PASSWORD"));
   }
   if (!url->target_user.empty() && url->user.empty()) {
     return Status::InvalidArgument("mutual CHAP needs the initiator's CHAP user and password too");

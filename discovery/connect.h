@@ -26,6 +26,10 @@ struct ConnectOptions {
   std::optional<TransportKind> transport;  // overrides the URL's scheme
   std::optional<std::string> password;         // overrides URL and environment
   std::optional<std::string> target_password;
+  // How this program takes each secret (e.g. "--password-file FILE"), for the error about a CHAP
+  // user without one; the environment variable is always named too.
+  std::string password_hint;
+  std::string target_password_hint;
   std::chrono::milliseconds login_timeout{15000};
   std::chrono::milliseconds nop_interval{5000};
   std::chrono::milliseconds nop_timeout{5000};

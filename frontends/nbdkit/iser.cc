@@ -217,7 +217,10 @@ int IserConfigComplete() {
                  g_url_text.c_str());
     return -1;
   }
-  // Catches a missing password now rather than at login.
+  // Catches a missing password now rather than at login, naming the ways nbdkit takes one.
+  g_connect.password_hint = "password=- (prompt), password=+FILE or password=-FD";
+  g_connect.target_password_hint =
+      "target-password=- (prompt), target-password=+FILE or target-password=-FD";
   iser::IscsiUrl url = EffectiveUrl();
   if (Status st = iser::ResolveCredentials(&url, g_connect); !st.ok()) {
     nbdkit_error("%s", st.message().c_str());

@@ -38,7 +38,10 @@ nbd_fails "LUN 0 is a STORAGE_ARRAY_CONTROLLER device, not a disk" "$U/iqn.2026-
 nbd_fails "requires authentication: give a CHAP user and password" "$U/iqn.2026-11.test:chap"
 nbd_fails "failed in security negotiation.*CHAP user 'alice'" \
   "$U/iqn.2026-11.test:chap?auth=md5" user=alice password=wrong-secret-1
-nbd_fails "CHAP user 'alice' has no password" "$U/iqn.2026-11.test:chap" user=alice
+nbd_fails "CHAP user 'alice' has no password: give password=- \\(prompt\\), password=\\+FILE or password=-FD, or set LIBISCSI_CHAP_PASSWORD" \
+  "$U/iqn.2026-11.test:chap" user=alice
+nbd_fails "mutual CHAP user 'bob' has no password: give target-password=- \\(prompt\\), target-password=\\+FILE or target-password=-FD, or set LIBISCSI_CHAP_TARGET_PASSWORD" \
+  "$U/iqn.2026-11.test:chap" user=alice password=alice-secret-1 target-user=bob
 SECRETS=$(mktemp -d /tmp/iser-secrets.XXXXXX)
 cleanup() {
   rm -rf "$SECRETS"
