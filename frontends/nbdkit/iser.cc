@@ -23,7 +23,6 @@
 #include <cerrno>
 #include <charconv>
 #include <cinttypes>
-#include <condition_variable>
 #include <cstdlib>
 #include <map>
 #include <memory>
@@ -35,6 +34,7 @@
 #include "discovery/connect.h"
 #include "discovery/url.h"
 #include "initiator/base/log.h"
+#include "initiator/base/notification.h"
 #include "initiator/base/status.h"
 #include "initiator/block/block_device.h"
 #include "initiator/block/lun_info.h"
@@ -399,16 +399,12 @@ int IserCanCache(void* /*handle*/) {
 
 // ---- Data path --------------------------------------------------------------------------------
 
-// One SCSI READ submitted asynchronously, waited for on the calling nbdkit thread. The waiting
-// thread sleeps on a condition variable at once: BlockDevice::Read waits on a
-// std::binary_semaphore, which in libstdc++ 12 spins with sched_yield first, and at QD32 on a
-// busy machine that yielding cost about a fifth of the plugin's CPU time.
+// One SCSI READ submitted asynchronously, waited for on the calling nbdkit thread: what fits one
+// command needs none of BlockDevice::Read's splitting and partial-block handling.
 Status ReadOneCommand(BlockDevice& dev, void* buf, uint32_t count, uint64_t offset) {
   struct Waiter {
     iser::IoRequest req;
-    std::mutex mu;
-    std::condition_variable cv;
-    bool done = false;
+    iser::Notification done;
     Status status;
   } w;
   w.req.op = iser::IoOp::kRead;
@@ -418,14 +414,11 @@ Status ReadOneCommand(BlockDevice& dev, void* buf, uint32_t count, uint64_t offs
   w.req.context = &w;
   w.req.on_complete = [](iser::IoRequest* req, const Status& st) {
     auto* waiter = static_cast<Waiter*>(req->context);
-    std::lock_guard<std::mutex> lock(waiter->mu);
     waiter->status = st;
-    waiter->done = true;
-    waiter->cv.notify_one();
+    waiter->done.Notify();
   };
   dev.Submit(&w.req);
-  std::unique_lock<std::mutex> lock(w.mu);
-  w.cv.wait(lock, [&] { return w.done; });
+  w.done.Wait();
   return w.status;
 }
 

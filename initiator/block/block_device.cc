@@ -3,8 +3,8 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
-#include <semaphore>
 
+#include "initiator/base/notification.h"
 #include "initiator/scsi/commands.h"
 
 namespace iser {
@@ -124,7 +124,7 @@ Status BlockDevice::RunChunked(IoOp op, uint64_t offset, uint8_t* buf, uint64_t 
     uint64_t next = 0;
     int outstanding = 0;
     Status error;
-    std::binary_semaphore done{0};
+    Notification done;
     Task tasks[kMaxChunksInFlight];
 
     // Prepares t for the next chunk; false when nothing is left. Caller holds mu.
@@ -164,7 +164,7 @@ Status BlockDevice::RunChunked(IoOp op, uint64_t offset, uint8_t* buf, uint64_t 
       if (resubmit) {
         r->dev->session_->Submit(t);
       } else if (finished) {
-        r->done.release();
+        r->done.Notify();
       }
     }
     static uint64_t LoadBe64Lba(const Task& t) {
@@ -179,7 +179,7 @@ Status BlockDevice::RunChunked(IoOp op, uint64_t offset, uint8_t* buf, uint64_t 
   }
   if (started == 0) return Status::OK();
   for (int i = 0; i < started; ++i) session_->Submit(&run.tasks[i]);
-  run.done.acquire();
+  run.done.Wait();
   return run.error;
 }
 

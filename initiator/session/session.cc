@@ -3,9 +3,9 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstring>
-#include <semaphore>
 
 #include "initiator/base/log.h"
+#include "initiator/base/notification.h"
 #include "initiator/scsi/sense.h"
 #include "initiator/transport/iser/iser_datamover.h"
 #include "initiator/transport/tcp/tcp_datamover.h"
@@ -156,11 +156,11 @@ void Session::Submit(Task* task) {
 }
 
 void Session::Execute(Task* task) {
-  std::binary_semaphore done(0);
+  Notification done;
   task->context = &done;
-  task->on_complete = [](Task* t) { static_cast<std::binary_semaphore*>(t->context)->release(); };
+  task->on_complete = [](Task* t) { static_cast<Notification*>(t->context)->Notify(); };
   Submit(task);
-  done.acquire();
+  done.Wait();
 }
 
 void Session::OnWake() {
