@@ -447,11 +447,8 @@ int IserFlush(void* handle, uint32_t /*flags*/) {
   return st.ok() ? 0 : Fail(st);
 }
 
-// UNMAP has no FUA bit: a FUA trim is followed by SYNCHRONIZE CACHE.
 int IserTrim(void* handle, uint32_t count, uint64_t offset, uint32_t flags) {
-  BlockDevice& dev = Dev(handle);
-  Status st = dev.Trim(offset, count);
-  if (st.ok() && (flags & NBDKIT_FLAG_FUA)) st = dev.Flush();
+  Status st = Dev(handle).Trim(offset, count, flags & NBDKIT_FLAG_FUA);
   return st.ok() ? 0 : Fail(st);
 }
 

@@ -285,14 +285,29 @@ Status BlockDevice::Flush() {
   return Execute(t, "SYNCHRONIZE CACHE on LUN " + std::to_string(info_.lun));
 }
 
-Status BlockDevice::Trim(uint64_t offset, uint64_t len) {
+// SYNCHRONIZE CACHE over a range: how FUA is honoured where no FUA bit can carry it (WRITE SAME,
+// UNMAP, and writes to a LUN without DPOFUA, which may ignore the bit).
+Status BlockDevice::SyncRange(uint64_t lba, uint64_t blocks) {
+  while (blocks > 0) {
+    const uint32_t n = static_cast<uint32_t>(std::min<uint64_t>(blocks, 0xffffffffu));
+    Task t;
+    scsi::SynchronizeCache(t, lba, n);
+    ISER_RETURN_IF_ERROR(Execute(t, std::string(scsi::CommandName(t)) + Where(info_, lba, n)));
+    lba += n;
+    blocks -= n;
+  }
+  return Status::OK();
+}
+
+Status BlockDevice::Trim(uint64_t offset, uint64_t len, bool fua) {
   ISER_RETURN_IF_ERROR(CheckRange(offset, len, "trim"));
   if (!info_.unmap) {
     return Status::NotSupported("LUN " + std::to_string(info_.lun) + " does not support UNMAP");
   }
   const uint32_t bs = info_.logical_block_size;
   // Trimming is advisory: partial blocks at either end are left alone.
-  uint64_t lba = (offset + bs - 1) / bs;
+  const uint64_t first = (offset + bs - 1) / bs;
+  uint64_t lba = first;
   const uint64_t end = (offset + len) / bs;
   const uint64_t per_range = info_.max_unmap_blocks ? info_.max_unmap_blocks : 0xffffffffu;
   const uint32_t max_desc = std::max<uint32_t>(
@@ -317,6 +332,7 @@ Status BlockDevice::Trim(uint64_t offset, uint64_t len) {
     ISER_RETURN_IF_ERROR(
         Execute(t, "UNMAP" + Where(info_, ranges.front().lba, blocks_in_command)));
   }
+  if (fua && first < end) return SyncRange(first, end - first);
   return Status::OK();
 }
 
@@ -324,10 +340,16 @@ Status BlockDevice::WriteZeroes(uint64_t offset, uint64_t len, bool may_trim, bo
   ISER_RETURN_IF_ERROR(CheckRange(offset, len, "write zeroes"));
   if (len == 0) return Status::OK();
   const uint32_t bs = info_.logical_block_size;
+  const uint64_t first_block = offset / bs;
+  const uint64_t end_block = (offset + len + bs - 1) / bs;
+  // FUA: partial blocks are written with the FUA bit where the LUN takes it (DPOFUA); the rest
+  // (WRITE SAME has no FUA bit, with or without UNMAP) is made durable by one SYNCHRONIZE
+  // CACHE over the whole range at the end.
+  const bool partial_fua = fua && info_.fua;
   const uint64_t head = offset % bs;
   if (head != 0) {
     const uint64_t n = std::min<uint64_t>(bs - head, len);
-    ISER_RETURN_IF_ERROR(Write(offset, zero_block_.data(), n, fua));
+    ISER_RETURN_IF_ERROR(Write(offset, zero_block_.data(), n, partial_fua));
     offset += n;
     len -= n;
   }
@@ -351,8 +373,10 @@ Status BlockDevice::WriteZeroes(uint64_t offset, uint64_t len, bool may_trim, bo
   }
   if (offset / bs < end) UnlockRange(offset / bs, end - 1);
   ISER_RETURN_IF_ERROR(st);
-  if (fua && middle > 0 && !unmap) ISER_RETURN_IF_ERROR(Flush());
-  if (tail != 0) ISER_RETURN_IF_ERROR(Write(offset + middle, zero_block_.data(), tail, fua));
+  if (tail != 0) {
+    ISER_RETURN_IF_ERROR(Write(offset + middle, zero_block_.data(), tail, partial_fua));
+  }
+  if (fua && (middle > 0 || !partial_fua)) return SyncRange(first_block, end_block - first_block);
   return Status::OK();
 }
 

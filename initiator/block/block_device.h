@@ -63,8 +63,10 @@ class BlockDevice {
   Status Read(uint64_t offset, void* buf, size_t len);
   Status Write(uint64_t offset, const void* buf, size_t len, bool fua = false);
   Status Flush();
-  Status Trim(uint64_t offset, uint64_t len);
+  // fua: durable on return (a SYNCHRONIZE CACHE over the range: UNMAP has no FUA bit).
+  Status Trim(uint64_t offset, uint64_t len, bool fua = false);
   // may_trim: deallocate where the LUN reads unmapped blocks as zero (WRITE SAME with UNMAP).
+  // fua: durable on return, on every path (WRITE SAME has no FUA bit: see WriteZeroes).
   Status WriteZeroes(uint64_t offset, uint64_t len, bool may_trim, bool fua = false);
   Status Prefetch(uint64_t offset, uint64_t len);
   // Allocation status from offset on (at least one extent unless len is 0), via GET LBA
@@ -78,6 +80,7 @@ class BlockDevice {
   Status WriteAligned(uint64_t offset, const uint8_t* buf, uint64_t len, bool fua);
   Status RunChunked(IoOp op, uint64_t offset, uint8_t* buf, uint64_t len, bool fua);
   Status Execute(Task& t, const std::string& what);
+  Status SyncRange(uint64_t lba, uint64_t blocks);
   void LockRange(uint64_t first_block, uint64_t last_block);
   void UnlockRange(uint64_t first_block, uint64_t last_block);
 

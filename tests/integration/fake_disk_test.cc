@@ -5,10 +5,13 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cstdio>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "initiator/block/block_device.h"
+#include "initiator/scsi/commands.h"
 #include "initiator/session/session.h"
 #include "tests/integration/fake_disk.h"
 
@@ -27,7 +30,10 @@ extern "C" int sched_yield() noexcept {
 namespace iser {
 namespace {
 
+using testing::FakeCommand;
 using testing::FakeDisk;
+using testing::FakeDiskConfig;
+namespace op = scsi::opcode;
 
 SessionOptions OptionsFor(const FakeDisk& disk) {
   SessionOptions o;
@@ -56,6 +62,104 @@ Opened Open(FakeDisk& disk) {
   if (dev.ok()) o.dev = std::move(*dev);
   disk.ClearCommands();
   return o;
+}
+
+std::string Describe(const std::vector<FakeCommand>& cmds) {
+  std::string s;
+  for (const FakeCommand& c : cmds) {
+    char buf[96];
+    snprintf(buf, sizeof buf, "[0x%02x lba %llu blocks %u%s%s] ", c.opcode(),
+             static_cast<unsigned long long>(c.lba()), c.blocks(), c.fua() ? " FUA" : "",
+             c.unmap() ? " UNMAP" : "");
+    s += buf;
+  }
+  return s;
+}
+
+bool IsSync(const FakeCommand& c) {
+  return c.opcode() == op::kSynchronizeCache10 || c.opcode() == op::kSynchronizeCache16;
+}
+
+// The last command must be a SYNCHRONIZE CACHE covering [lba, lba + blocks) (0 blocks: to the
+// end of the LUN), after every write.
+void ExpectEndsWithSyncOver(const std::vector<FakeCommand>& cmds, uint64_t lba, uint64_t blocks) {
+  ASSERT_FALSE(cmds.empty());
+  const FakeCommand& last = cmds.back();
+  ASSERT_TRUE(IsSync(last)) << "no SYNCHRONIZE CACHE at the end: " << Describe(cmds);
+  EXPECT_LE(last.lba(), lba) << Describe(cmds);
+  if (last.blocks() != 0) {
+    EXPECT_GE(last.lba() + last.blocks(), lba + blocks) << Describe(cmds);
+  }
+}
+
+TEST(FakeDiskBlockDevice, WriteZeroesWithUnmapAndFuaIsSynchronized) {
+  FakeDisk disk;
+  Opened o = Open(disk);
+  ASSERT_TRUE(o.dev);
+  ASSERT_TRUE(o.dev->info().write_same_unmap && o.dev->info().unmapped_reads_zero);
+  ASSERT_TRUE(o.dev->WriteZeroes(0, 64 * 1024, /*may_trim=*/true, /*fua=*/true).ok());
+  const std::vector<FakeCommand> cmds = disk.Commands();
+  ASSERT_EQ(cmds.size(), 2u) << Describe(cmds);
+  EXPECT_EQ(cmds[0].opcode(), op::kWriteSame16);
+  EXPECT_TRUE(cmds[0].unmap());
+  ExpectEndsWithSyncOver(cmds, 0, 128);
+}
+
+TEST(FakeDiskBlockDevice, WriteZeroesWithFuaOverPartialAndWholeBlocks) {
+  FakeDisk disk;
+  Opened o = Open(disk);
+  ASSERT_TRUE(o.dev);
+  // Half of block 0, blocks 1-9, half of block 10.
+  ASSERT_TRUE(o.dev->WriteZeroes(256, 10 * 512, /*may_trim=*/false, /*fua=*/true).ok());
+  const std::vector<FakeCommand> cmds = disk.Commands();
+  bool write_same = false;
+  for (const FakeCommand& c : cmds) {
+    if (c.opcode() == op::kWriteSame16) {
+      write_same = true;
+      EXPECT_FALSE(c.unmap());
+    }
+  }
+  EXPECT_TRUE(write_same) << Describe(cmds);
+  ExpectEndsWithSyncOver(cmds, 0, 11);
+}
+
+TEST(FakeDiskBlockDevice, WriteZeroesWithFuaOnALunWithoutDpofuaIsSynchronized) {
+  FakeDiskConfig config;
+  config.dpofua = false;
+  FakeDisk disk(config);
+  Opened o = Open(disk);
+  ASSERT_TRUE(o.dev);
+  ASSERT_FALSE(o.dev->info().fua);
+  ASSERT_TRUE(o.dev->WriteZeroes(100, 200, /*may_trim=*/false, /*fua=*/true).ok());
+  const std::vector<FakeCommand> cmds = disk.Commands();
+  for (const FakeCommand& c : cmds) EXPECT_FALSE(c.fua()) << "FUA bit without DPOFUA";
+  ExpectEndsWithSyncOver(cmds, 0, 1);
+}
+
+TEST(FakeDiskBlockDevice, WriteZeroesWithoutFuaSendsNoSynchronizeCache) {
+  FakeDisk disk;
+  Opened o = Open(disk);
+  ASSERT_TRUE(o.dev);
+  ASSERT_TRUE(o.dev->WriteZeroes(256, 10 * 512, /*may_trim=*/true).ok());
+  for (const FakeCommand& c : disk.Commands()) EXPECT_FALSE(IsSync(c) || c.fua());
+}
+
+TEST(FakeDiskBlockDevice, TrimWithFuaIsSynchronized) {
+  FakeDisk disk;
+  Opened o = Open(disk);
+  ASSERT_TRUE(o.dev);
+  // Whole blocks 2-128 are unmapped; the partial ones at the ends are left alone.
+  ASSERT_TRUE(o.dev->Trim(1000, 64 * 1024, /*fua=*/true).ok());
+  const std::vector<FakeCommand> cmds = disk.Commands();
+  ASSERT_GE(cmds.size(), 2u) << Describe(cmds);
+  ASSERT_EQ(cmds[0].opcode(), op::kUnmap);
+  ASSERT_GE(cmds[0].data.size(), 24u);
+  EXPECT_EQ(LoadBe64(&cmds[0].data[8]), 2u);     // the first descriptor's LBA
+  EXPECT_EQ(LoadBe32(&cmds[0].data[16]), 127u);  // and its length
+  ExpectEndsWithSyncOver(cmds, 2, 127);
+  disk.ClearCommands();
+  ASSERT_TRUE(o.dev->Trim(1000, 64 * 1024).ok());
+  for (const FakeCommand& c : disk.Commands()) EXPECT_FALSE(IsSync(c));
 }
 
 // The target takes 20 ms per command: a caller that spins before sleeping would call
