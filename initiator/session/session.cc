@@ -584,7 +584,18 @@ void Session::FailAll(const Status& status) {
 void Session::OnConnectionError(const Status& status) {
   failure_ = status;
   failed_ = true;
-  Log(logout_sent_ ? LogLevel::kDebug : LogLevel::kError, status.message());
+  bool logged_out;
+  {
+    std::lock_guard<std::mutex> lock(close_mu_);
+    logged_out = logout_done_;
+  }
+  // The target drops the connection after its Logout Response: that is how a logout ends, not a
+  // failure worth reporting.
+  if (logged_out) {
+    Log(LogLevel::kDebug, "connection " + dm_->Describe() + " closed after logout");
+  } else {
+    Log(logout_sent_ ? LogLevel::kDebug : LogLevel::kError, status.message());
+  }
   FailAll(status);
   std::lock_guard<std::mutex> lock(close_mu_);
   close_cv_.notify_all();

@@ -83,6 +83,12 @@ void FakeDisk::Serve(FakeTarget& t) {
     r2t.set_u32(bhs::kDesiredLength, std::min(in.expected - offset, kMaxBurst));
     t.Send(r2t);
   };
+  if (config_.ask_for_logout) {
+    Bhs async = ResponseHeader(Opcode::kAsyncMessage, kReservedTag, t.next_statsn(), 1, 64);
+    async.b[36] = 1;       // AsyncEvent 1: the target requests a logout
+    async.set_u16(42, 5);  // Parameter3: within 5 s
+    t.Send(async);
+  }
   FakePdu pdu;
   while (t.Read(&pdu)) {
     const uint32_t itt = pdu.bhs.itt();

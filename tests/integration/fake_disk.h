@@ -1,7 +1,7 @@
 // FakeDisk: a FakeTarget (tests/integration/fake_target.h) that serves one direct-access LUN of
 // zeroes and records every SCSI command it answers. For tests that must see which commands the
-// initiator sends (FUA bits, SYNCHRONIZE CACHE ranges), or need a target that answers slowly: tgtd
-// can do neither on request, so these tests use this mock.
+// initiator sends (FUA bits, SYNCHRONIZE CACHE ranges), or need a target that answers slowly or
+// asks for a logout: tgtd can do none of that on request, so these tests use this mock.
 //
 // It answers what ProbeLun asks (INQUIRY with VPD pages 0x00 and 0xB2, READ CAPACITY(16), MODE
 // SENSE(10) with the caching page), READ with zeroes, and accepts WRITE, WRITE SAME, UNMAP,
@@ -26,6 +26,7 @@ struct FakeDiskConfig {
   bool dpofua = true;           // MODE SENSE: the FUA bit is supported
   bool write_cache = true;      // MODE SENSE caching page: WCE
   bool thin = true;             // LBPME and LBPRZ; VPD 0xB2: UNMAP and WRITE SAME with UNMAP
+  bool ask_for_logout = false;  // right after login, an Async Message asking for a logout
 };
 
 struct FakeCommand {

@@ -7,9 +7,12 @@
 #include <chrono>
 #include <cstdio>
 #include <memory>
+#include <mutex>
 #include <string>
+#include <thread>
 #include <vector>
 
+#include "initiator/base/log.h"
 #include "initiator/block/block_device.h"
 #include "initiator/scsi/commands.h"
 #include "initiator/session/session.h"
@@ -175,6 +178,45 @@ TEST(FakeDiskBlockDevice, SynchronousCallersSleepWithoutSpinning) {
   ASSERT_TRUE(o.dev->Write(512, buf.data(), 4096, true).ok());  // chunked I/O
   ASSERT_TRUE(o.dev->Flush().ok());                             // Session::Execute
   EXPECT_EQ(t_sched_yields, 0);
+}
+
+// ---- Session ----------------------------------------------------------------------------------
+
+std::mutex g_log_mu;
+std::vector<std::string> g_log;
+
+void CaptureLog(LogLevel, const std::string& message) {
+  std::lock_guard<std::mutex> lock(g_log_mu);
+  g_log.push_back(message);
+}
+
+// The target asks for a logout, the session logs out by itself, and the target closes the
+// connection after its Logout Response: nothing failed, so nothing may be reported as a failure,
+// even at debug level.
+TEST(FakeDiskSession, TheCloseAfterALogoutIsNotAFailure) {
+  FakeDiskConfig config;
+  config.ask_for_logout = true;
+  FakeDisk disk(config);
+  {
+    std::lock_guard<std::mutex> lock(g_log_mu);
+    g_log.clear();
+  }
+  SetLogSink(&CaptureLog, LogLevel::kDebug);
+  Result<std::unique_ptr<Session>> s = Session::Open(OptionsFor(disk));
+  ASSERT_TRUE(s.ok()) << s.status().ToString();
+  for (int i = 0; i < 500 && (*s)->healthy(); ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  EXPECT_FALSE((*s)->healthy()) << "the connection did not close after the logout";
+  EXPECT_TRUE((*s)->Close().ok());
+  SetLogSink(nullptr, LogLevel::kWarning);
+  std::lock_guard<std::mutex> lock(g_log_mu);
+  bool said_closed_after_logout = false;
+  for (const std::string& m : g_log) {
+    EXPECT_EQ(m.find("the target closed the connection"), std::string::npos) << m;
+    said_closed_after_logout |= m.find("closed after logout") != std::string::npos;
+  }
+  EXPECT_TRUE(said_closed_after_logout);
 }
 
 }  // namespace
