@@ -1,18 +1,23 @@
 // Session and BlockDevice against FakeDisk (tests/integration/fake_disk.h), for what a real
 // target cannot show or do on request.
+#include <dirent.h>
 #include <gtest/gtest.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <chrono>
 #include <cstdio>
+#include <fstream>
 #include <memory>
 #include <mutex>
+#include <semaphore>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "initiator/base/log.h"
+#include "initiator/base/notification.h"
 #include "initiator/block/block_device.h"
 #include "initiator/scsi/commands.h"
 #include "initiator/session/session.h"
@@ -217,6 +222,117 @@ TEST(FakeDiskSession, TheCloseAfterALogoutIsNotAFailure) {
     said_closed_after_logout |= m.find("closed after logout") != std::string::npos;
   }
   EXPECT_TRUE(said_closed_after_logout);
+}
+
+// What the process's eventfds hold, written and not yet read: Wake's writes, while the I/O
+// thread cannot read them.
+uint64_t UnreadEventfdCount() {
+  uint64_t total = 0;
+  DIR* dir = opendir("/proc/self/fd");
+  if (dir == nullptr) {
+    ADD_FAILURE() << "cannot list /proc/self/fd";
+    return 0;
+  }
+  while (dirent* e = readdir(dir)) {
+    char target[64] = {};
+    const std::string name = e->d_name;
+    if (readlink(("/proc/self/fd/" + name).c_str(), target, sizeof target - 1) < 0 ||
+        std::string(target) != "anon_inode:[eventfd]") {
+      continue;
+    }
+    std::ifstream info("/proc/self/fdinfo/" + name);
+    std::string key, value;
+    while (info >> key >> value) {
+      if (key == "eventfd-count:") total += std::stoull(value, nullptr, 16);
+    }
+  }
+  closedir(dir);
+  return total;
+}
+
+struct Counter {
+  std::counting_semaphore<1 << 20> done{0};
+  static void Complete(Task* t) { static_cast<Counter*>(t->context)->done.release(); }
+  bool WaitFor(int n) {
+    for (int i = 0; i < n; ++i) {
+      if (!done.try_acquire_for(std::chrono::seconds(10))) return false;
+    }
+    return true;
+  }
+};
+
+// While the I/O thread is busy (here: inside a completion callback), submissions from another
+// thread must not write its eventfd: it looks at the submission queue before it sleeps again.
+TEST(FakeDiskSession, SubmissionsWhileTheIoThreadWorksCostNoWakeUp) {
+  constexpr int kBurst = 16;
+  struct Blocker {
+    Task task;
+    Notification entered;
+    Notification release;
+  } blocker;
+  Counter counter;
+  std::vector<Task> tasks(kBurst);
+  // Declared after the tasks: closed first, so a task it still holds completes into live memory.
+  FakeDisk disk;
+  Result<std::unique_ptr<Session>> s = Session::Open(OptionsFor(disk));
+  ASSERT_TRUE(s.ok()) << s.status().ToString();
+  Session& session = **s;
+  scsi::TestUnitReady(blocker.task);
+  blocker.task.context = &blocker;
+  blocker.task.on_complete = [](Task* t) {
+    auto* b = static_cast<Blocker*>(t->context);
+    b->entered.Notify();
+    b->release.Wait();
+  };
+  session.Submit(&blocker.task);
+  blocker.entered.Wait();
+
+  EXPECT_EQ(UnreadEventfdCount(), 0u);  // the blocker's wake-up was read
+  for (Task& t : tasks) {
+    scsi::TestUnitReady(t);
+    t.context = &counter;
+    t.on_complete = &Counter::Complete;
+    session.Submit(&t);
+  }
+  const uint64_t unread = UnreadEventfdCount();
+  blocker.release.Notify();
+  ASSERT_TRUE(counter.WaitFor(kBurst)) << "a submission was never sent (lost wake-up)";
+  for (const Task& t : tasks) EXPECT_TRUE(t.status.ok()) << t.status.ToString();
+  EXPECT_EQ(unread, 0u) << "submissions to a busy I/O thread wrote its eventfd";
+}
+
+// Many threads submitting while completions arrive: every submission is sent, none waits for a
+// wake-up that never comes.
+TEST(FakeDiskSession, NoWakeUpIsLostUnderConcurrentSubmitters) {
+  constexpr int kThreads = 4;
+  constexpr int kRounds = 2000;
+  constexpr int kDepth = 4;
+  std::vector<Counter> counters(kThreads);
+  std::vector<std::vector<Task>> task_sets(kThreads, std::vector<Task>(kDepth));
+  FakeDisk disk;
+  Result<std::unique_ptr<Session>> s = Session::Open(OptionsFor(disk));
+  ASSERT_TRUE(s.ok()) << s.status().ToString();
+  Session& session = **s;
+  std::atomic<int> lost{0};
+  std::vector<std::thread> threads;
+  for (int i = 0; i < kThreads; ++i) {
+    threads.emplace_back([&, i] {
+      Counter& counter = counters[i];
+      std::vector<Task>& tasks = task_sets[i];
+      for (int round = 0; round < kRounds && lost == 0; ++round) {
+        for (Task& t : tasks) {
+          scsi::TestUnitReady(t);
+          t.context = &counter;
+          t.on_complete = &Counter::Complete;
+          session.Submit(&t);
+        }
+        if (!counter.WaitFor(kDepth)) ++lost;
+      }
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  EXPECT_EQ(lost, 0) << "submissions stayed queued while the I/O thread slept";
+  EXPECT_TRUE(session.healthy());
 }
 
 }  // namespace

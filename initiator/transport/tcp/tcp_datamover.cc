@@ -220,7 +220,16 @@ Status TcpDatamover::Start(DatamoverEvents* events) {
   return Status::OK();
 }
 
+// poked_ is set before io_awake_ is read, and Run clears io_awake_ before it reads poked_ (all
+// sequentially consistent): either Run sees the poke before it sleeps, or this sees that it may
+// sleep and writes the eventfd. A burst of submissions while the I/O thread works costs no
+// system call.
 void TcpDatamover::Wake() {
+  poked_.store(true);
+  if (!io_awake_.load()) Signal();
+}
+
+void TcpDatamover::Signal() {
   const uint64_t one = 1;
   ssize_t rc;
   do {
@@ -231,7 +240,7 @@ void TcpDatamover::Wake() {
 void TcpDatamover::Shutdown() {
   if (!io_thread_.joinable()) return;
   stopping_ = true;
-  Wake();
+  Signal();
   io_thread_.join();
 }
 
@@ -239,7 +248,13 @@ void TcpDatamover::Run() {
   io_thread_id_ = std::this_thread::get_id();
   epoll_event events[8];
   while (!stopping_) {
-    const int n = epoll_wait(epoll_fd_, events, 8, -1);
+    io_awake_.store(false);
+    const bool poked = poked_.exchange(false);
+    // Poked: only a look at the socket, so that completions keep being read while submissions
+    // keep coming.
+    const int n = epoll_wait(epoll_fd_, events, 8, poked ? 0 : -1);
+    io_awake_.store(true);
+    if (poked && !stopping_) events_->OnWake();
     if (n < 0) {
       if (errno == EINTR) continue;
       Fail(Status::ConnectionFailed("epoll_wait: " + ErrnoText(errno)));
@@ -247,15 +262,15 @@ void TcpDatamover::Run() {
     }
     for (int i = 0; i < n; ++i) {
       const int fd = events[i].data.fd;
+      // One read returns an eventfd's or timerfd's whole count and resets it.
       uint64_t count;
       if (fd == wake_fd_) {
-        while (read(wake_fd_, &count, sizeof count) > 0) {
-        }
+        if (read(wake_fd_, &count, sizeof count) < 0) continue;
         if (stopping_) break;
+        poked_.store(false);
         events_->OnWake();
       } else if (fd == timer_fd_) {
-        while (read(timer_fd_, &count, sizeof count) > 0) {
-        }
+        if (read(timer_fd_, &count, sizeof count) < 0) continue;
         events_->OnTimer();
       } else if (fd == fd_ && !failed_) {
         if (events[i].events & (EPOLLIN | EPOLLERR | EPOLLHUP)) HandleReadable();

@@ -3,7 +3,8 @@
 // straight into the task's buffer (readv with the staging buffer behind it, so a large segment
 // costs no copy and small PDUs arrive many per system call); Data-Out PDUs are cut to the
 // target's MaxRecvDataSegmentLength and sent with writev from the caller's buffer, many PDUs per
-// call. Nothing is allocated per PDU after Start.
+// call. Nothing is allocated per PDU after Start. Wake() writes the eventfd only when the I/O
+// thread may be asleep; while it works, a wake-up costs two atomic operations.
 #pragma once
 
 #include <sys/uio.h>
@@ -63,6 +64,7 @@ class TcpDatamover final : public Datamover {
   };
 
   void Run();
+  void Signal();  // writes the eventfd
   void HandleReadable();
   void SetReceiveLowWater(uint32_t bytes);
   bool ParseHeader();          // one header from staging; false if more bytes are needed
@@ -84,6 +86,10 @@ class TcpDatamover final : public Datamover {
   std::thread::id io_thread_id_;
   std::atomic<bool> stopping_{false};
   bool failed_ = false;
+  // Wake-ups: poked_ is set by Wake(); io_awake_ is true while the I/O thread runs between two
+  // epoll_waits and will look at poked_ before the next one, so Wake() need not write the eventfd.
+  std::atomic<bool> poked_{false};
+  std::atomic<bool> io_awake_{false};
 
   bool header_digest_ = false;
   bool data_digest_ = false;
