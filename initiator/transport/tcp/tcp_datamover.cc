@@ -31,7 +31,6 @@ constexpr size_t kMaxAhsBytes = 1020;  // TotalAHSLength is one byte of 4-byte w
 constexpr size_t kInitialOutputs = 2048;
 // A data segment at least this long is worth a system call of its own to avoid a copy.
 constexpr uint32_t kLargeSegment = 32 * 1024;
-constexpr uint32_t kMaxLowWater = 256 * 1024;
 
 std::string ErrnoText(int err) { return std::strerror(err); }
 
@@ -291,12 +290,6 @@ void TcpDatamover::Fail(Status status) {
   events_->OnConnectionError(status.WithContext("connection " + Describe()));
 }
 
-void TcpDatamover::SetReceiveLowWater(uint32_t bytes) {
-  if (bytes == rcvlowat_) return;
-  const int v = static_cast<int>(bytes);
-  if (setsockopt(fd_, SOL_SOCKET, SO_RCVLOWAT, &v, sizeof v) == 0) rcvlowat_ = bytes;
-}
-
 void TcpDatamover::HandleReadable() {
   for (;;) {
     // Consume whatever is complete in the staging buffer.
@@ -355,10 +348,6 @@ void TcpDatamover::HandleReadable() {
     if (drained) {
       while (!failed_ && (rx_ == Rx::kHeader ? ParseHeader() : ReceiveData())) {
       }
-      // In the middle of a large data segment, wake only when a good part of the rest has
-      // arrived: one read then moves it, instead of a wake-up per few TCP segments.
-      const uint32_t rest = rx_ == Rx::kData ? rx_len_ - rx_done_ : 0;
-      SetReceiveLowWater(rest >= kLargeSegment ? std::min<uint32_t>(rest, kMaxLowWater) : 1);
       return;
     }
   }

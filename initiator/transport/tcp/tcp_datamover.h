@@ -66,7 +66,6 @@ class TcpDatamover final : public Datamover {
   void Run();
   void Signal();  // writes the eventfd
   void HandleReadable();
-  void SetReceiveLowWater(uint32_t bytes);
   bool ParseHeader();          // one header from staging; false if more bytes are needed
   bool ReceiveData();          // data segment + trailer; false if more bytes are needed
   void Fail(Status status);
@@ -108,7 +107,6 @@ class TcpDatamover final : public Datamover {
   uint32_t rx_crc_ = 0;
   std::vector<uint8_t> rx_control_;  // data segments of PDUs other than Data-In
   bool large_segments_ = false;      // the last data segment was large: expect more
-  uint32_t rcvlowat_ = 1;            // SO_RCVLOWAT: bytes queued before epoll says readable
 
   // Send side.
   std::vector<Output> outputs_;  // ring
