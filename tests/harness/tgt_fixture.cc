@@ -48,7 +48,8 @@ static bool PortOpen(uint16_t port) {
 // "@softrdma/<namespace>/4/<address>/P".
 static bool RdmaCmListening(uint16_t port) {
   std::ifstream unix_sockets("/proc/net/unix");
-  const std::string suffix = "/" + std::to_string(port);
+  std::string suffix = "/";
+  suffix.append(std::to_string(port));
   std::string line;
   while (std::getline(unix_sockets, line)) {
     if (line.find("@softrdma/") != std::string::npos && line.size() > suffix.size() &&

@@ -155,10 +155,9 @@ TEST(IserPeer, SendLargerThanOurReceiveBuffersIsDetected) {
     Bhs rsp = GoodResponse(t, cmd);
     rsp.b[3] = 0x02;
     rsp.set_data_segment_length(12000);
-    std::vector<uint8_t> bytes(kIserHeaderLength);
+    std::vector<uint8_t> bytes(kIserHeaderLength + kBhsLength + 12000, 0x55);
     BuildIserHeader(bytes.data(), kIserControl, 0, 0, 0, 0);
-    bytes.insert(bytes.end(), rsp.b.begin(), rsp.b.end());
-    bytes.resize(bytes.size() + 12000, 0x55);
+    std::copy(rsp.b.begin(), rsp.b.end(), bytes.begin() + kIserHeaderLength);
     sent = t.SendRaw(bytes);
   });
   auto s = Open(target);
