@@ -24,17 +24,28 @@ std::string Hex32(uint32_t v) {
 
 const char* RejectReasonName(uint8_t reason) {
   switch (reason) {
-    case 0x02: return "data (payload) digest error";
-    case 0x03: return "SNACK reject";
-    case 0x04: return "protocol error";
-    case 0x05: return "command not supported";
-    case 0x06: return "immediate command reject (too many immediate commands)";
-    case 0x07: return "task in progress";
-    case 0x08: return "invalid data ACK";
-    case 0x09: return "invalid PDU field";
-    case 0x0a: return "long operation reject (out of resources)";
-    case 0x0b: return "negotiation reset";
-    case 0x0c: return "waiting for logout";
+    case 0x02:
+      return "data (payload) digest error";
+    case 0x03:
+      return "SNACK reject";
+    case 0x04:
+      return "protocol error";
+    case 0x05:
+      return "command not supported";
+    case 0x06:
+      return "immediate command reject (too many immediate commands)";
+    case 0x07:
+      return "task in progress";
+    case 0x08:
+      return "invalid data ACK";
+    case 0x09:
+      return "invalid PDU field";
+    case 0x0a:
+      return "long operation reject (out of resources)";
+    case 0x0b:
+      return "negotiation reset";
+    case 0x0c:
+      return "waiting for logout";
   }
   return "unknown reason";
 }
@@ -86,8 +97,8 @@ Status ConnectAndLogin(const SessionOptions& options, SessionType type,
         return Status::LoginFailed("login to " + portal.ToString() + " redirected more than " +
                                    std::to_string(options.max_redirects) + " times");
       }
-      Log(LogLevel::kInfo, "portal " + portal.ToString() + " redirected us to " +
-                               outcome->redirect->ToString());
+      Log(LogLevel::kInfo,
+          "portal " + portal.ToString() + " redirected us to " + outcome->redirect->ToString());
       portal = *outcome->redirect;
       continue;
     }
@@ -98,9 +109,7 @@ Status ConnectAndLogin(const SessionOptions& options, SessionType type,
 }
 
 Session::Session(const SessionOptions& options)
-    : options_(options),
-      slots_(kSlots, nullptr),
-      slot_generation_(kSlots, 0) {
+    : options_(options), slots_(kSlots, nullptr), slot_generation_(kSlots, 0) {
   free_slots_.reserve(kSlots);
   for (uint32_t s = kSlots - 1; s >= 1; --s) free_slots_.push_back(s);
 }
@@ -121,12 +130,14 @@ Result<std::unique_ptr<Session>> Session::Open(const SessionOptions& options) {
   s->max_transfer_bytes_ = s->dm_->MaxTransferBytes();
   s->last_receive_ = Clock::now();
   ISER_RETURN_IF_ERROR(s->dm_->Start(s.get()));
-  Log(LogLevel::kDebug, "logged in to " + s->Describe() + ", TSIH " +
-                            std::to_string(s->outcome_.tsih));
+  Log(LogLevel::kDebug,
+      "logged in to " + s->Describe() + ", TSIH " + std::to_string(s->outcome_.tsih));
   return s;
 }
 
-Session::~Session() { Close(); }
+Session::~Session() {
+  Close();
+}
 
 std::string Session::Describe() const {
   return options_.target_name + " at " + (dm_ ? dm_->Describe() : portal_.ToString());
@@ -307,13 +318,27 @@ Status Session::PlaceDataIn(const Bhs& bhs, uint8_t** destination) {
 void Session::OnPdu(const Bhs& bhs, std::span<const uint8_t> data) {
   last_receive_ = Clock::now();
   switch (bhs.opcode()) {
-    case Opcode::kScsiResponse: HandleScsiResponse(bhs, data); break;
-    case Opcode::kDataIn: HandleDataIn(bhs, data); break;
-    case Opcode::kR2T: HandleR2T(bhs); break;
-    case Opcode::kNopIn: HandleNopIn(bhs, data); break;
-    case Opcode::kAsyncMessage: HandleAsync(bhs, data); break;
-    case Opcode::kReject: HandleReject(bhs, data); break;
-    case Opcode::kLogoutResponse: HandleLogoutResponse(bhs); break;
+    case Opcode::kScsiResponse:
+      HandleScsiResponse(bhs, data);
+      break;
+    case Opcode::kDataIn:
+      HandleDataIn(bhs, data);
+      break;
+    case Opcode::kR2T:
+      HandleR2T(bhs);
+      break;
+    case Opcode::kNopIn:
+      HandleNopIn(bhs, data);
+      break;
+    case Opcode::kAsyncMessage:
+      HandleAsync(bhs, data);
+      break;
+    case Opcode::kReject:
+      HandleReject(bhs, data);
+      break;
+    case Opcode::kLogoutResponse:
+      HandleLogoutResponse(bhs);
+      break;
     default:
       ProtocolFailure(std::string("unexpected ") + OpcodeName(bhs.opcode()) +
                       " in full feature phase");
@@ -347,12 +372,13 @@ void Session::HandleScsiResponse(const Bhs& bhs, std::span<const uint8_t> data) 
   if (t->residual_overflow || t->residual_underflow) t->residual = bhs.u32(bhs::kResidualCount);
   if (t->direction == DataDirection::kRead && t->scsi_status == 0) {
     const uint32_t expected =
-        t->transfer_length - (t->residual_underflow ? std::min(t->residual, t->transfer_length) : 0);
+        t->transfer_length -
+        (t->residual_underflow ? std::min(t->residual, t->transfer_length) : 0);
     if (t->data_in_bytes < expected) {
       // A target that claims data it never sent cannot be trusted with the next command.
-      const Status lie = Status::ProtocolError(
-          "the target reported success but sent " + std::to_string(t->data_in_bytes) + " of " +
-          std::to_string(expected) + " bytes");
+      const Status lie = Status::ProtocolError("the target reported success but sent " +
+                                               std::to_string(t->data_in_bytes) + " of " +
+                                               std::to_string(expected) + " bytes");
       t->status = lie;
       Complete(t);
       dm_->Abort(lie);
@@ -384,9 +410,9 @@ void Session::HandleDataIn(const Bhs& bhs, std::span<const uint8_t> data) {
   const uint32_t expected =
       t->transfer_length - (t->residual_underflow ? std::min(t->residual, t->transfer_length) : 0);
   if (t->scsi_status == 0 && t->data_in_bytes < expected) {
-    const Status lie = Status::ProtocolError(
-        "the target reported success but sent " + std::to_string(t->data_in_bytes) + " of " +
-        std::to_string(expected) + " bytes");
+    const Status lie = Status::ProtocolError("the target reported success but sent " +
+                                             std::to_string(t->data_in_bytes) + " of " +
+                                             std::to_string(expected) + " bytes");
     t->status = lie;
     Complete(t);
     dm_->Abort(lie);
@@ -464,8 +490,8 @@ void Session::HandleAsync(const Bhs& bhs, std::span<const uint8_t> data) {
       break;
     }
     case 1:
-      Log(LogLevel::kWarning, who + " asks us to log out within " +
-                                  std::to_string(bhs.u16(42)) + " s; logging out");
+      Log(LogLevel::kWarning,
+          who + " asks us to log out within " + std::to_string(bhs.u16(42)) + " s; logging out");
       logout_requested_ = true;
       break;
     case 2:
@@ -507,8 +533,8 @@ void Session::HandleReject(const Bhs& bhs, std::span<const uint8_t> data) {
 void Session::HandleLogoutResponse(const Bhs& bhs) {
   UpdateSequence(bhs, true);
   if (bhs.b[2] != 0) {
-    Log(LogLevel::kWarning, Describe() + " answered Logout with response " +
-                                std::to_string(bhs.b[2]));
+    Log(LogLevel::kWarning,
+        Describe() + " answered Logout with response " + std::to_string(bhs.b[2]));
   }
   std::lock_guard<std::mutex> lock(close_mu_);
   logout_done_ = true;
@@ -545,10 +571,9 @@ void Session::OnTimer() {
   if (logout_requested_) Dispatch();
   const auto now = Clock::now();
   if (nop_outstanding_ && now - nop_sent_ > options_.nop_timeout) {
-    dm_->Abort(Status::Timeout(
-        "no answer to NOP-Out within " +
-        std::to_string(options_.nop_timeout.count() / 1000.0).substr(0, 4) +
-        " s: the target stopped responding"));
+    dm_->Abort(Status::Timeout("no answer to NOP-Out within " +
+                               std::to_string(options_.nop_timeout.count() / 1000.0).substr(0, 4) +
+                               " s: the target stopped responding"));
     return;
   }
   if (options_.nop_interval.count() > 0 && !nop_outstanding_ &&

@@ -11,10 +11,10 @@
 
 #include <array>
 #include <cerrno>
-#include <cstring>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <fstream>
 #include <sstream>
 #include <thread>
@@ -80,8 +80,9 @@ bool TgtFixture::Listening() const {
 bool TgtFixture::Start(std::string* error) {
   if (lld_ == TgtLld::kIser) {
     if (std::getenv("ISER_TEST_NETNS") == nullptr) {
-      *error = "iSER tests must run under tests/harness/iser-netns (a private network namespace "
-               "with softrdma in front)";
+      *error =
+          "iSER tests must run under tests/harness/iser-netns (a private network namespace "
+          "with softrdma in front)";
       return false;
     }
     if (iser_initiator_.empty()) {
@@ -106,7 +107,8 @@ bool TgtFixture::Start(std::string* error) {
     } else {
       execlp("tgtd", "tgtd", "-f", "--iscsi", portal.c_str(), static_cast<char*>(nullptr));
     }
-    std::fprintf(stderr, "cannot run tgtd (install the Debian package tgt): %s\n", std::strerror(errno));
+    std::fprintf(stderr, "cannot run tgtd (install the Debian package tgt): %s\n",
+                 std::strerror(errno));
     _exit(127);
   }
   for (int i = 0; i < 200; ++i) {
@@ -147,8 +149,8 @@ void TgtFixture::AddTarget(int tid, const std::string& iqn) {
   MustAdm(Lld() + "--op new --mode target --tid " + std::to_string(tid) + " -T " + iqn);
   MustAdm(Lld() + "--op bind --mode target --tid " + std::to_string(tid) + " -I ALL");
   if (lld_ == TgtLld::kIser) {
-    MustAdm(Lld() + "--op bind --mode target --tid " + std::to_string(tid) +
-            " --initiator-name " + iser_initiator_);
+    MustAdm(Lld() + "--op bind --mode target --tid " + std::to_string(tid) + " --initiator-name " +
+            iser_initiator_);
   }
 }
 
@@ -163,22 +165,22 @@ std::string TgtFixture::AddLun(int tid, int lun, uint64_t size, const std::strin
   MustAdm(Lld() + "--op new --mode logicalunit --tid " + std::to_string(tid) + " --lun " +
           std::to_string(lun) + " -b " + path + " " + options);
   if (!params.empty()) {
-    MustAdm(Lld() + "--op update --mode logicalunit --tid " + std::to_string(tid) +
-            " --lun " + std::to_string(lun) + " --params " + params);
+    MustAdm(Lld() + "--op update --mode logicalunit --tid " + std::to_string(tid) + " --lun " +
+            std::to_string(lun) + " --params " + params);
   }
   return path;
 }
 
 void TgtFixture::SetTargetParam(int tid, const std::string& name, const std::string& value) {
-  MustAdm(Lld() + "--op update --mode target --tid " + std::to_string(tid) + " --name " +
-          name + " --value " + value);
+  MustAdm(Lld() + "--op update --mode target --tid " + std::to_string(tid) + " --name " + name +
+          " --value " + value);
 }
 
 void TgtFixture::AddChap(int tid, const std::string& user, const std::string& secret,
                          bool outgoing) {
   MustAdm(Lld() + "--op new --mode account --user " + user + " --password " + secret);
-  MustAdm(Lld() + "--op bind --mode account --tid " + std::to_string(tid) + " --user " +
-          user + (outgoing ? " --outgoing" : ""));
+  MustAdm(Lld() + "--op bind --mode account --tid " + std::to_string(tid) + " --user " + user +
+          (outgoing ? " --outgoing" : ""));
 }
 
 void TgtFixture::Kill() {

@@ -42,8 +42,8 @@ class TgtFixture {
   void SetTargetParam(int tid, const std::string& name, const std::string& value);
   void AddChap(int tid, const std::string& user, const std::string& secret, bool outgoing = false);
 
-  void Kill();   // SIGKILL, as a target crash
-  void Stop();   // orderly
+  void Kill();  // SIGKILL, as a target crash
+  void Stop();  // orderly
   uint16_t port() const { return port_; }
   std::string portal() const { return "127.0.0.1:" + std::to_string(port_); }
   const std::string& dir() const { return dir_; }

@@ -27,23 +27,32 @@ constexpr auto kPatience = std::chrono::seconds(10);
 
 FakeLoginBehavior FakeIserTarget::IserLogin() {
   FakeLoginBehavior login;
-  login.operational_keys = {
-      "HeaderDigest=None",     "DataDigest=None",         "ImmediateData=No",
-      "InitialR2T=Yes",        "MaxBurstLength=262144",   "FirstBurstLength=65536",
-      "MaxConnections=1",      "DefaultTime2Wait=2",      "DefaultTime2Retain=0",
-      "MaxOutstandingR2T=1",   "DataPDUInOrder=Yes",      "DataSequenceInOrder=Yes",
-      "ErrorRecoveryLevel=0",  "IFMarker=No",             "OFMarker=No",
-      "RDMAExtensions=Yes",    "InitiatorRecvDataSegmentLength=8192",
-      "TargetRecvDataSegmentLength=8192"};
+  login.operational_keys = {"HeaderDigest=None",
+                            "DataDigest=None",
+                            "ImmediateData=No",
+                            "InitialR2T=Yes",
+                            "MaxBurstLength=262144",
+                            "FirstBurstLength=65536",
+                            "MaxConnections=1",
+                            "DefaultTime2Wait=2",
+                            "DefaultTime2Retain=0",
+                            "MaxOutstandingR2T=1",
+                            "DataPDUInOrder=Yes",
+                            "DataSequenceInOrder=Yes",
+                            "ErrorRecoveryLevel=0",
+                            "IFMarker=No",
+                            "OFMarker=No",
+                            "RDMAExtensions=Yes",
+                            "InitiatorRecvDataSegmentLength=8192",
+                            "TargetRecvDataSegmentLength=8192"};
   return login;
 }
 
 FakeIserTarget::FakeIserTarget(uint16_t port, FakeLoginBehavior login, Script script)
     : memory_(kDataOffset + kDataBytes) {
   if (!Listen(port)) return;
-  thread_ = std::thread([this, login = std::move(login), script = std::move(script)] {
-    Run(login, script);
-  });
+  thread_ = std::thread(
+      [this, login = std::move(login), script = std::move(script)] { Run(login, script); });
 }
 
 FakeIserTarget::~FakeIserTarget() {

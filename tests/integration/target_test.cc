@@ -224,7 +224,8 @@ TEST_F(TargetTest, HundredTwentyEightConcurrentRandomWritesThenReads) {
   std::iota(slots.begin(), slots.end(), 0);
   std::shuffle(slots.begin(), slots.end(), rng);
   auto on_complete = [](IoRequest* r, const Status& st) {
-    auto* ctx = static_cast<std::pair<std::counting_semaphore<kN>*, std::atomic<int>*>*>(r->context);
+    auto* ctx =
+        static_cast<std::pair<std::counting_semaphore<kN>*, std::atomic<int>*>*>(r->context);
     if (!st.ok()) ++*ctx->second;
     ctx->first->release();
   };
@@ -458,7 +459,8 @@ TEST_F(TargetTest, TargetKilledMidIoFailsEveryRequestPromptly) {
   std::this_thread::sleep_for(std::chrono::milliseconds(300));
   tgt_.Kill();
   const auto start = std::chrono::steady_clock::now();
-  while (ctx.completed < kN && std::chrono::steady_clock::now() - start < std::chrono::seconds(15)) {
+  while (ctx.completed < kN &&
+         std::chrono::steady_clock::now() - start < std::chrono::seconds(15)) {
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
   ctx.stop = true;

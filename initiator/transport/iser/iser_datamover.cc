@@ -28,7 +28,7 @@ namespace {
 
 constexpr uint32_t kMaxRecvData = 8192;  // InitiatorRecvDataSegmentLength we declare
 constexpr size_t kPduHeader = kIserHeaderLength + kBhsLength;
-constexpr size_t kBufferBytes = 8448;    // iSER header + BHS + 8 KiB data, rounded up
+constexpr size_t kBufferBytes = 8448;  // iSER header + BHS + 8 KiB data, rounded up
 // Receives: more than any target's CmdSN window we have met (tgt 128, LIO 64) plus NOP-In pings,
 // Async Messages and answers to immediate PDUs.
 constexpr uint32_t kRecvBuffers = 160;
@@ -48,13 +48,18 @@ int MillisUntil(Deadline deadline) {
   return static_cast<int>(std::clamp<int64_t>(left.count(), 0, INT_MAX));
 }
 
-void SetNonBlocking(int fd) { fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK); }
+void SetNonBlocking(int fd) {
+  fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK);
+}
 
 std::string RejectReason(int status) {
   switch (status) {
-    case 8: return "no iSER listener on that port (IB CM reject 8, invalid service ID)";
-    case 28: return "the target refused the connection (IB CM reject 28, consumer reject)";
-    case -ECONNREFUSED: return "connection refused";
+    case 8:
+      return "no iSER listener on that port (IB CM reject 8, invalid service ID)";
+    case 28:
+      return "the target refused the connection (IB CM reject 28, consumer reject)";
+    case -ECONNREFUSED:
+      return "connection refused";
   }
   return "reject reason " + std::to_string(status);
 }
@@ -94,15 +99,17 @@ Status IserDatamover::CheckMemlock(size_t bytes) const {
   if (getrlimit(RLIMIT_MEMLOCK, &lim) != 0 || lim.rlim_cur == RLIM_INFINITY) return Status::OK();
   if (lim.rlim_cur >= bytes) return Status::OK();
   return Status::ResourceExhausted(
-      "iSER needs " + std::to_string(bytes >> 20) + " MiB of registered (locked) memory but "
-      "RLIMIT_MEMLOCK allows " + std::to_string(lim.rlim_cur >> 10) +
+      "iSER needs " + std::to_string(bytes >> 20) +
+      " MiB of registered (locked) memory but "
+      "RLIMIT_MEMLOCK allows " +
+      std::to_string(lim.rlim_cur >> 10) +
       " KiB: raise it with `ulimit -l unlimited` (or a memlock line in "
       "/etc/security/limits.conf)");
 }
 
 Status IserDatamover::SetUpResources(ibv_context* verbs) {
-  const size_t data_bytes = size_t{kSmallSlots} * kSmallSlotBytes +
-                            size_t{kLargeSlots} * kDataSlotBytes;
+  const size_t data_bytes =
+      size_t{kSmallSlots} * kSmallSlotBytes + size_t{kLargeSlots} * kDataSlotBytes;
   const size_t total = data_bytes + size_t{kRecvBuffers + kSendSlots} * kBufferBytes;
   ISER_RETURN_IF_ERROR(CheckMemlock(total));
   ibv_device_attr attr{};
@@ -113,20 +120,22 @@ Status IserDatamover::SetUpResources(ibv_context* verbs) {
   responder_resources_ = static_cast<uint8_t>(std::clamp(attr.max_qp_rd_atom, 1, 255));
   // ISER_CONNECT_STAGS turns choices off to measure them (bench/iser-stags): "no-windows"
   // (slots registered per command), "no-direct" (every command copied through a slot).
-  const std::string stags = std::getenv("ISER_CONNECT_STAGS") ? std::getenv("ISER_CONNECT_STAGS")
-                                                              : "";
+  const std::string stags =
+      std::getenv("ISER_CONNECT_STAGS") ? std::getenv("ISER_CONNECT_STAGS") : "";
   memory_windows_ = attr.max_mw > 0 && (attr.device_cap_flags & IBV_DEVICE_MEM_WINDOW_TYPE_2B) &&
                     stags.find("no-windows") == std::string::npos;
   direct_ = stags.find("no-direct") == std::string::npos;
   pd_ = ibv_alloc_pd(verbs);
   comp_channel_ = ibv_create_comp_channel(verbs);
   if (pd_ == nullptr || comp_channel_ == nullptr) {
-    return Status::ConnectionFailed("cannot allocate an RDMA protection domain or completion "
-                                    "channel: " + std::string(strerror(errno)));
+    return Status::ConnectionFailed(
+        "cannot allocate an RDMA protection domain or completion "
+        "channel: " +
+        std::string(strerror(errno)));
   }
   SetNonBlocking(comp_channel_->fd);
-  cq_ = ibv_create_cq(verbs, static_cast<int>(kRecvBuffers + kSendSlots + 8), this, comp_channel_,
-                      0);
+  cq_ =
+      ibv_create_cq(verbs, static_cast<int>(kRecvBuffers + kSendSlots + 8), this, comp_channel_, 0);
   if (cq_ == nullptr) {
     return Status::ConnectionFailed("cannot create an RDMA completion queue: " +
                                     std::string(strerror(errno)));
@@ -166,8 +175,8 @@ Status IserDatamover::SetUpResources(ibv_context* verbs) {
   }
   regions_.push_back(recv_base_);
   regions_.push_back(send_base);
-  ISER_RETURN_IF_ERROR(reg(recv_base_, size_t{kRecvBuffers} * kBufferBytes, IBV_ACCESS_LOCAL_WRITE,
-                           &recv_mr_));
+  ISER_RETURN_IF_ERROR(
+      reg(recv_base_, size_t{kRecvBuffers} * kBufferBytes, IBV_ACCESS_LOCAL_WRITE, &recv_mr_));
   ISER_RETURN_IF_ERROR(reg(send_base, size_t{kSendSlots} * kBufferBytes, 0, &send_mr_));
   send_slots_.resize(kSendSlots);
   for (uint32_t i = 0; i < kSendSlots; ++i) {
@@ -184,8 +193,7 @@ Status IserDatamover::SetUpResources(ibv_context* verbs) {
     slot.addr = p;
     (i < kSmallSlots ? free_small_slots_ : free_large_slots_).push_back(&slot);
     if (memory_windows_) {
-      ISER_RETURN_IF_ERROR(
-          reg(p, len, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_MW_BIND, &slot.base_mr));
+      ISER_RETURN_IF_ERROR(reg(p, len, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_MW_BIND, &slot.base_mr));
       slot.mw = ibv_alloc_mw(pd_, IBV_MW_TYPE_2);
       if (slot.mw == nullptr) {
         return Status::ResourceExhausted("cannot allocate an RDMA memory window: " +
@@ -268,8 +276,8 @@ Status IserDatamover::Connect(const Portal& portal, Deadline deadline) {
   hints.ai_socktype = SOCK_STREAM;
   hints.ai_flags = AI_NUMERICSERV;
   addrinfo* list = nullptr;
-  const int rc = getaddrinfo(portal.host.c_str(), std::to_string(portal.port).c_str(), &hints,
-                             &list);
+  const int rc =
+      getaddrinfo(portal.host.c_str(), std::to_string(portal.port).c_str(), &hints, &list);
   if (rc != 0) {
     return Status::ConnectionFailed("cannot resolve portal " + peer_ + ": " + gai_strerror(rc));
   }
@@ -287,8 +295,8 @@ Status IserDatamover::Connect(const Portal& portal, Deadline deadline) {
   Log(LogLevel::kDebug, "iSER " + peer_ + ": device " + ibv_get_device_name(id_->verbs->device) +
                             ", STags by " + StagMethod() + ", responder resources " +
                             std::to_string(responder_resources_));
-  const uint8_t private_data[4] = {
-      kIserCmZbvaNotSupported | kIserCmSendWithInvalidateNotSupported, 0, 0, 0};
+  const uint8_t private_data[4] = {kIserCmZbvaNotSupported | kIserCmSendWithInvalidateNotSupported,
+                                   0, 0, 0};
   rdma_conn_param param{};
   param.private_data = private_data;
   param.private_data_len = sizeof private_data;
@@ -313,12 +321,13 @@ void IserDatamover::ReleaseSendSlot(uint32_t index) {
 }
 
 const char* IserDatamover::StagMethod() const {
-  if (!direct_) return memory_windows_ ? "copies through slots with memory windows"
-                                       : "copies through slots registered per command";
+  if (!direct_)
+    return memory_windows_ ? "copies through slots with memory windows"
+                           : "copies through slots registered per command";
   return memory_windows_ ? "caller buffers registered per command (>= 128 KiB), else copies "
-                          "through slots with memory windows"
-                        : "caller buffers registered per command (>= 128 KiB), else copies "
-                          "through slots registered per command";
+                           "through slots with memory windows"
+                         : "caller buffers registered per command (>= 128 KiB), else copies "
+                           "through slots registered per command";
 }
 
 bool IserDatamover::Expose(Task* task, uint32_t sent, uint32_t* stag, uint64_t* va,
@@ -805,7 +814,8 @@ void IserDatamover::Fail(Status status) {
   for (Exposure& e : by_itt_) {
     if (e.task != nullptr) Revoke(&e, 0);
   }
-  if (events_ != nullptr) events_->OnConnectionError(status.WithContext("connection " + Describe()));
+  if (events_ != nullptr)
+    events_->OnConnectionError(status.WithContext("connection " + Describe()));
 }
 
 void IserDatamover::Shutdown() {

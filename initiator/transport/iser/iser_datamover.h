@@ -75,7 +75,7 @@ class IserDatamover final : public Datamover {
     uint8_t* addr = nullptr;
     ibv_mr* base_mr = nullptr;  // memory windows: the slot, bindable, no remote access
     ibv_mw* mw = nullptr;
-    uint32_t stag = 0;          // the window's current key
+    uint32_t stag = 0;  // the window's current key
   };
   struct Exposure {  // what one command in flight lets the target access
     Task* task = nullptr;
