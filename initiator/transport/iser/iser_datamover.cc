@@ -517,19 +517,9 @@ Status IserDatamover::ReceivePdu(Bhs* bhs, std::vector<uint8_t>* data, Deadline 
   } else {
     ISER_RETURN_IF_ERROR(PollForReceive(&index, &length, deadline));
   }
-  const uint8_t* p = recv_base_ + size_t{index} * kBufferBytes;
-  Status st;
-  if (length < kPduHeader || (p[0] & 0xf0) != kIserControl) {
-    st = Status::ProtocolError("malformed iSER message from " + peer_);
-  } else {
-    std::memcpy(bhs->data(), p + kIserHeaderLength, kBhsLength);
-    st = ValidateTargetBhs(*bhs, kMaxRecvData, 0);
-    const uint32_t dsl = bhs->data_segment_length();
-    if (st.ok() && length < kPduHeader + dsl) {
-      st = Status::ProtocolError("iSER message shorter than its DataSegmentLength");
-    }
-    if (st.ok()) data->assign(p + kPduHeader, p + kPduHeader + dsl);
-  }
+  std::span<const uint8_t> payload;
+  Status st = DecodeReceive(index, length, bhs, &payload);
+  if (st.ok()) data->assign(payload.begin(), payload.end());
   ISER_RETURN_IF_ERROR(PostReceive(index));
   return st;
 }
@@ -658,21 +648,30 @@ void IserDatamover::DrainCompletions() {
   }
 }
 
-void IserDatamover::HandleReceive(uint32_t index, uint32_t length) {
+Status IserDatamover::DecodeReceive(uint32_t index, uint32_t length, Bhs* bhs,
+                                    std::span<const uint8_t>* data) const {
   const uint8_t* p = recv_base_ + size_t{index} * kBufferBytes;
   if (length < kPduHeader || (p[0] & 0xf0) != kIserControl) {
-    Fail(Status::ProtocolError("malformed iSER message (" + std::to_string(length) +
-                               " bytes, flags " + std::to_string(p[0]) + ")"));
-    return;
+    return Status::ProtocolError("malformed iSER message (" + std::to_string(length) +
+                                 " bytes, flags " + std::to_string(p[0]) + ")");
   }
+  std::memcpy(bhs->data(), p + kIserHeaderLength, kBhsLength);
+  ISER_RETURN_IF_ERROR(ValidateTargetBhs(*bhs, kMaxRecvData, 0));
+  // Targets may pad (LIO pads sense data): the data segment length, not byte_len, counts.
+  const uint32_t dsl = bhs->data_segment_length();
+  if (length < kPduHeader + dsl) {
+    return Status::ProtocolError(std::string(OpcodeName(bhs->opcode())) + " of " +
+                                 std::to_string(length) +
+                                 " bytes is shorter than its data segment");
+  }
+  *data = {p + kPduHeader, dsl};
+  return Status::OK();
+}
+
+void IserDatamover::HandleReceive(uint32_t index, uint32_t length) {
   Bhs bhs;
-  std::memcpy(bhs.data(), p + kIserHeaderLength, kBhsLength);
-  Status st = ValidateTargetBhs(bhs, kMaxRecvData, 0);
-  const uint32_t dsl = bhs.data_segment_length();
-  if (st.ok() && length < kPduHeader + dsl) {
-    st = Status::ProtocolError(std::string(OpcodeName(bhs.opcode())) + " of " +
-                               std::to_string(length) + " bytes is shorter than its data segment");
-  }
+  std::span<const uint8_t> data;
+  Status st = DecodeReceive(index, length, &bhs, &data);
   if (st.ok() && (bhs.opcode() == Opcode::kDataIn || bhs.opcode() == Opcode::kR2T)) {
     st = Status::ProtocolError(std::string("the target sent a ") + OpcodeName(bhs.opcode()) +
                                " on an iSER connection, where data moves by RDMA");
@@ -695,7 +694,7 @@ void IserDatamover::HandleReceive(uint32_t index, uint32_t length) {
       Revoke(&e, n);
     }
   }
-  events_->OnPdu(bhs, {p + kPduHeader, dsl});
+  events_->OnPdu(bhs, data);
   if (!failed_) {
     Status posted = PostReceive(index);
     if (!posted.ok()) Fail(posted);

@@ -99,6 +99,9 @@ class IserDatamover final : public Datamover {
   Status PollForReceive(uint32_t* index, uint32_t* length, Deadline deadline);
   void Run();
   void DrainCompletions();
+  // Checks the message in receive buffer `index` (iSER header, BHS, length) and finds its PDU.
+  Status DecodeReceive(uint32_t index, uint32_t length, Bhs* bhs,
+                       std::span<const uint8_t>* data) const;
   void HandleReceive(uint32_t index, uint32_t length);
   void HandleCmEvent();
   bool TrySend(Task* task, const Bhs& bhs, std::span<const uint8_t> data);
