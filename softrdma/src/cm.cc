@@ -286,6 +286,10 @@ int rdma_create_id(rdma_event_channel* ch, rdma_cm_id** out, void* context, rdma
 
 int rdma_destroy_id(rdma_cm_id* pub) {
   CmIdImpl* id = idimpl(pub);
+  {
+    std::unique_lock g(id->mu);
+    id->acked.wait(g, [id] { return id->events_acked == id->events_reported; });
+  }
   if (id->listen_fd >= 0) {
     listener_remove(id->listen_fd);
     close(id->listen_fd);
@@ -517,10 +521,19 @@ int rdma_get_cm_event(rdma_event_channel* ch, rdma_cm_event** event) {
   *event = c->events.front();
   c->events.pop_front();
   (*event)->id->event = *event;
+  CmIdImpl* id = idimpl((*event)->id);
+  std::lock_guard ig(id->mu);
+  id->events_reported++;
   return 0;
 }
 
 int rdma_ack_cm_event(rdma_cm_event* event) {
+  CmIdImpl* id = idimpl(event->id);
+  {
+    std::lock_guard g(id->mu);
+    id->events_acked++;
+  }
+  id->acked.notify_all();
   delete reinterpret_cast<CmEvent*>(event);
   return 0;
 }

@@ -5,6 +5,7 @@
 
 #include <rdma/rdma_cma.h>
 
+#include <condition_variable>
 #include <deque>
 #include <memory>
 #include <mutex>
@@ -45,6 +46,11 @@ struct CmIdImpl {
   uint32_t local_qpn = 0;     // named in our REQ or REP
   uint32_t remote_qpn = 0;
   bool timewait_sent = false;
+  // Events handed out by rdma_get_cm_event and acknowledged so far: rdma_destroy_id waits until
+  // they are equal, as librdmacm does (a program's event thread may still be using the id).
+  uint32_t events_reported = 0;
+  uint32_t events_acked = 0;
+  std::condition_variable acked;
 };
 
 struct CmEvent {
