@@ -58,6 +58,9 @@ struct Cq {
   ibv_cq pub;
   std::mutex mu;
   std::deque<ibv_wc> entries;
+  // A futex word bumped by every push, and the number of threads sleeping on it in ibv_poll_cq.
+  std::atomic<uint32_t> pushes{0};
+  std::atomic<int> sleepers{0};
   int capacity;
   bool armed = false;
   bool destroyed = false;

@@ -1,7 +1,9 @@
 // Protection domains, memory regions, completion queues and channels, and RC queue pairs with
 // their post/poll data path (the context ops the inline verbs jump through).
+#include <linux/futex.h>
 #include <sched.h>
 #include <sys/eventfd.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -34,6 +36,9 @@ void cq_push(Cq* cq, const ibv_wc& wc) {
   std::lock_guard g(cq->mu);
   if (cq->destroyed) return;
   cq->entries.push_back(wc);
+  cq->pushes.fetch_add(1);
+  if (cq->sleepers.load() > 0)
+    syscall(SYS_futex, &cq->pushes, FUTEX_WAKE_PRIVATE, INT32_MAX, nullptr, nullptr, 0);
   if (!cq->armed || !cq->pub.channel) return;
   cq->armed = false;
   auto* ch = impl<Channel>(cq->pub.channel);
@@ -111,11 +116,31 @@ int poll_cq_locked(ibv_cq* c, int n, ibv_wc* wc) {
   return i;
 }
 
-// Busy-polling callers (perftest) would otherwise keep the loop threads that produce their
-// completions off the CPU when cores are few: an empty poll yields.
-int poll_cq_yielding(ibv_cq* c, int n, ibv_wc* wc) {
+// A busy-polling caller (perftest) would keep the threads that produce its completions (the
+// loop thread, the copy helpers) off the CPU when cores are few. So an empty poll yields, and
+// once a thread has found every CQ it polled empty kBusyPolls times in a row, the next empty
+// poll sleeps until a completion is pushed to that CQ or kIdleSleepNs pass. Callers that poll
+// after a completion event see at most two empty polls in a row and never sleep.
+constexpr int kBusyPolls = 16;
+constexpr long kIdleSleepNs = 200 * 1000;
+thread_local int empty_polls = 0;
+
+int poll_cq_adaptive(ibv_cq* c, int n, ibv_wc* wc) {
+  Cq* cq = impl<Cq>(c);
+  uint32_t seen = cq->pushes.load();
   int got = poll_cq_locked(c, n, wc);
-  if (got == 0) sched_yield();
+  if (got == 0 && ++empty_polls < kBusyPolls) {
+    sched_yield();
+    return 0;
+  }
+  if (got == 0) {
+    cq->sleepers.fetch_add(1);
+    timespec idle{0, kIdleSleepNs};
+    syscall(SYS_futex, &cq->pushes, FUTEX_WAIT_PRIVATE, seen, &idle, nullptr, 0);
+    cq->sleepers.fetch_sub(1);
+    got = poll_cq_locked(c, n, wc);
+  }
+  if (got > 0) empty_polls = 0;
   return got;
 }
 
@@ -293,7 +318,7 @@ int post_recv(ibv_qp* q, ibv_recv_wr* wr, ibv_recv_wr** bad) {
 namespace softrdma {
 
 void fill_context_ops(ibv_context_ops* ops) {
-  ops->poll_cq = poll_cq_yielding;
+  ops->poll_cq = poll_cq_adaptive;
   ops->req_notify_cq = req_notify_cq;
   ops->post_send = post_send;
   ops->post_recv = post_recv;
@@ -388,6 +413,8 @@ int ibv_destroy_cq(ibv_cq* c) {
   if (cq->destroyed) return 0;
   cq->destroyed = true;
   cq->entries.clear();
+  cq->pushes.fetch_add(1);
+  syscall(SYS_futex, &cq->pushes, FUTEX_WAKE_PRIVATE, INT32_MAX, nullptr, nullptr, 0);
   if (c->channel) c->channel->refcnt--;
   return 0;
 }
