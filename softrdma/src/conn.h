@@ -45,6 +45,10 @@ struct Conn : std::enable_shared_from_this<Conn> {
   bool remote_disconnect = false;
   bool disconnected_reported = false;
   std::deque<std::vector<uint8_t>> rnr_parked;  // SENDs waiting for a receive, in order
+  // RNR retries left for the first parked SEND, counted down by a timerfd that fires every
+  // responder RNR timer period; only for an rnr_retry of 1-6 (7 waits forever).
+  int rnr_timer_fd = -1;
+  uint8_t rnr_retries_left = 0;
   uint32_t acked_psn = 0;
   uint32_t done_psn = 0;
   uint32_t seen_psn = 0;
@@ -62,6 +66,8 @@ void listener_add(int fd, CmIdImpl* listener);
 void listener_remove(int fd);
 // Called by post_recv: retries SENDs parked on this connection for lack of a receive.
 void conn_kick(const std::shared_ptr<Conn>& c);
+// Adds c->rnr_timer_fd to the loop; its expiries call transport_rnr_timer.
+void conn_watch_rnr_timer(const std::shared_ptr<Conn>& c);
 
 // Implemented by the CM library side (cm hooks registered at runtime, so libibverbs does not
 // depend on librdmacm).
@@ -74,5 +80,6 @@ void set_cm_hooks(const CmHooks* hooks);
 // Responder and requester processing of transport messages (loop thread).
 void transport_message(const std::shared_ptr<Conn>& c, const WireHdr* msg);
 void transport_send_ack(const std::shared_ptr<Conn>& c);
+void transport_rnr_timer(const std::shared_ptr<Conn>& c);
 
 }  // namespace softrdma

@@ -34,6 +34,12 @@ Loop& loop() {
 void close_conn(const std::shared_ptr<Conn>& c) {
   Loop& l = loop();
   int fd;
+  int timer_fd;
+  {
+    std::lock_guard g(c->mu);
+    timer_fd = c->rnr_timer_fd;
+    c->rnr_timer_fd = -1;
+  }
   {
     std::lock_guard g(l.mu);
     if (c->closed) return;
@@ -41,6 +47,11 @@ void close_conn(const std::shared_ptr<Conn>& c) {
     fd = c->fd;
     epoll_ctl(l.ep, EPOLL_CTL_DEL, fd, nullptr);
     l.conns.erase(fd);
+    if (timer_fd >= 0) {
+      epoll_ctl(l.ep, EPOLL_CTL_DEL, timer_fd, nullptr);
+      l.conns.erase(timer_fd);
+      close(timer_fd);
+    }
   }
   {
     std::lock_guard g(c->out_mu);
@@ -115,6 +126,10 @@ void* run(void*) {
         continue;
       }
       if (!c) continue;
+      if (fd != c->fd) {
+        transport_rnr_timer(c);
+        continue;
+      }
       if (evs[i].events & EPOLLOUT) {
         std::lock_guard g(c->out_mu);
         c->flush_locked();
@@ -195,6 +210,16 @@ std::shared_ptr<Conn> conn_add(int fd, CmIdImpl* id, bool awaiting_req) {
   ev.data.fd = fd;
   epoll_ctl(l.ep, EPOLL_CTL_ADD, fd, &ev);
   return c;
+}
+
+void conn_watch_rnr_timer(const std::shared_ptr<Conn>& c) {
+  Loop& l = loop();
+  std::lock_guard g(l.mu);
+  l.conns[c->rnr_timer_fd] = c;
+  epoll_event ev{};
+  ev.events = EPOLLIN;
+  ev.data.fd = c->rnr_timer_fd;
+  epoll_ctl(l.ep, EPOLL_CTL_ADD, c->rnr_timer_fd, &ev);
 }
 
 void listener_add(int fd, CmIdImpl* listener) {

@@ -5,6 +5,9 @@
 // behind them proceed, so a target waiting for READ data before reposting receives cannot stall.
 #include <sys/uio.h>
 
+#include <sys/timerfd.h>
+#include <unistd.h>
+
 #include <cerrno>
 #include <cstring>
 
@@ -210,6 +213,45 @@ uint32_t first_parked_psn(const Conn& c) {
   return reinterpret_cast<const WireOp*>(c.rnr_parked.front().data())->psn;
 }
 
+// The RNR NAK timer of IBA table 45 (min_rnr_timer 0-31), in microseconds.
+uint32_t rnr_timer_us(uint8_t code) {
+  static constexpr uint32_t kTable[32] = {
+      655360, 10,    20,    30,    40,    60,     80,     120,    160,    240,   320,
+      480,    640,   960,   1280,  1920,  2560,   3840,   5120,   7680,   10240, 15360,
+      20480,  30720, 40960, 61440, 81920, 122880, 163840, 245760, 327680, 491520};
+  return kTable[code & 31];
+}
+
+void set_rnr_timer(const Conn& c, uint32_t period_us) {
+  itimerspec t{};
+  t.it_value.tv_sec = period_us / 1000000;
+  t.it_value.tv_nsec = (period_us % 1000000) * 1000L;
+  t.it_interval = t.it_value;
+  timerfd_settime(c.rnr_timer_fd, 0, &t, nullptr);
+}
+
+// Starts the retry budget of a SEND that has just become the first parked one (or stops the
+// timer when none is parked). Caller holds c->mu.
+void rnr_head_changed(const std::shared_ptr<Conn>& c) {
+  uint8_t retry = c->rnr_parked.empty()
+                      ? 7
+                      : reinterpret_cast<const WireOp*>(c->rnr_parked.front().data())->rnr_retry;
+  if (retry == 7 || !c->qp) {
+    if (c->rnr_timer_fd >= 0) set_rnr_timer(*c, 0);
+    return;
+  }
+  if (c->rnr_timer_fd < 0) {
+    c->rnr_timer_fd = timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
+    if (c->rnr_timer_fd < 0) {
+      log_warn("timerfd_create: %s; RNR retries will wait forever", strerror(errno));
+      return;
+    }
+    conn_watch_rnr_timer(c);
+  }
+  c->rnr_retries_left = retry;
+  set_rnr_timer(*c, rnr_timer_us(c->qp->attr.min_rnr_timer));
+}
+
 void handle_op(const std::shared_ptr<Conn>& c, const WireOp* op) {
   size_t need = sizeof(WireOp) + op->num_sge * sizeof(WireSge);
   if (op->pushed && op->opcode != IBV_WR_RDMA_READ) need += op->total_len;
@@ -222,6 +264,7 @@ void handle_op(const std::shared_ptr<Conn>& c, const WireOp* op) {
       respond(c, op) == Outcome::Parked) {
     const auto* b = reinterpret_cast<const uint8_t*>(op);
     c->rnr_parked.emplace_back(b, b + op->hdr.len);
+    if (c->rnr_parked.size() == 1) rnr_head_changed(c);
   }
   c->done_psn = c->rnr_parked.empty() ? c->seen_psn : first_parked_psn(*c) - 1;
 }
@@ -304,14 +347,35 @@ void transport_send_ack(const std::shared_ptr<Conn>& c) {
 void conn_kick(const std::shared_ptr<Conn>& c) {
   {
     std::lock_guard g(c->mu);
+    bool moved = false;
     while (!c->rnr_parked.empty()) {
       const auto* op = reinterpret_cast<const WireOp*>(c->rnr_parked.front().data());
       if (respond(c, op) == Outcome::Parked) break;
       c->rnr_parked.pop_front();
+      moved = true;
     }
+    if (moved) rnr_head_changed(c);
     c->done_psn = c->rnr_parked.empty() ? c->seen_psn : first_parked_psn(*c) - 1;
   }
   transport_send_ack(c);
+}
+
+// One RNR timer period passed with the first parked SEND still lacking a receive: one retry is
+// spent. When none are left the requester gets IBV_WC_RNR_RETRY_EXC_ERR (its QP goes to error
+// and flushes the rest), and what was parked behind that SEND is dropped, never to be retried.
+void transport_rnr_timer(const std::shared_ptr<Conn>& c) {
+  uint64_t expirations;
+  if (read(c->rnr_timer_fd, &expirations, sizeof expirations) != sizeof expirations) return;
+  std::lock_guard g(c->mu);
+  if (c->rnr_parked.empty()) return;
+  if (c->rnr_retries_left > expirations) {
+    c->rnr_retries_left -= expirations;
+    return;
+  }
+  send_nak(c, first_parked_psn(*c), IBV_WC_RNR_RETRY_EXC_ERR);
+  c->rnr_parked.clear();
+  rnr_head_changed(c);
+  c->done_psn = c->acked_psn = c->seen_psn;
 }
 
 }  // namespace softrdma

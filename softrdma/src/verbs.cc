@@ -469,6 +469,7 @@ int ibv_modify_qp(ibv_qp* q, ibv_qp_attr* attr, int mask) {
   Qp* qp = impl<Qp>(q);
   std::lock_guard g(qp->mu);
   if (mask & IBV_QP_RNR_RETRY) qp->attr.rnr_retry = attr->rnr_retry;
+  if (mask & IBV_QP_MIN_RNR_TIMER) qp->attr.min_rnr_timer = attr->min_rnr_timer;
   if (mask & IBV_QP_DEST_QPN) qp->attr.dest_qp_num = attr->dest_qp_num;
   if (mask & IBV_QP_MAX_QP_RD_ATOMIC) qp->attr.max_rd_atomic = attr->max_rd_atomic;
   if (mask & IBV_QP_MAX_DEST_RD_ATOMIC) qp->attr.max_dest_rd_atomic = attr->max_dest_rd_atomic;

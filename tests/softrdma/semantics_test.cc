@@ -111,6 +111,45 @@ TEST(Softrdma, RnrWithoutRetryIsAnError) {
   EXPECT_EQ(sc[0].status, IBV_WC_RNR_RETRY_EXC_ERR);
 }
 
+// rnr_retry 1-6: the responder's RNR timer (min_rnr_timer, IBA table 45) paces the retries.
+void set_min_rnr_timer(Side& s, uint8_t code) {
+  ibv_qp_attr attr{};
+  attr.min_rnr_timer = code;
+  ASSERT_EQ(ibv_modify_qp(s.id->qp, &attr, IBV_QP_MIN_RNR_TIMER), 0);
+}
+
+TEST(Softrdma, RnrRetriesRunOutIntoAnError) {
+  VerbsPair p;
+  ASSERT_TRUE(p.connect(3));
+  set_min_rnr_timer(p.b, 14);  // 1.28 ms: three retries are spent long before the receive
+  ASSERT_EQ(post_send(p.a, IBV_WR_SEND, 1, 0, 8), 0);
+  ASSERT_EQ(post_send(p.a, IBV_WR_SEND, 2, 0, 8), 0);
+  auto sc = p.wait_wc(p.a, 2);
+  ASSERT_EQ(sc.size(), 2u);
+  EXPECT_EQ(sc[0].wr_id, 1u);
+  EXPECT_EQ(sc[0].status, IBV_WC_RNR_RETRY_EXC_ERR);
+  EXPECT_EQ(sc[1].wr_id, 2u);
+  EXPECT_EQ(sc[1].status, IBV_WC_WR_FLUSH_ERR);
+  // Nothing that was parked reaches a receive posted afterwards.
+  ASSERT_EQ(post_recv(p.b, 9, 0, 64), 0);
+  EXPECT_TRUE(p.wait_wc(p.b, 1, 200).empty());
+}
+
+TEST(Softrdma, RnrRetryWithinTheBudgetSucceeds) {
+  VerbsPair p;
+  ASSERT_TRUE(p.connect(6));
+  set_min_rnr_timer(p.b, 29);  // 245.76 ms x 6: the receive below comes in time
+  ASSERT_EQ(post_send(p.a, IBV_WR_SEND, 1, 0, 8), 0);
+  EXPECT_TRUE(p.wait_wc(p.b, 1, 100).empty());
+  ASSERT_EQ(post_recv(p.b, 9, 0, 64), 0);
+  auto rc = p.wait_wc(p.b, 1);
+  ASSERT_EQ(rc.size(), 1u);
+  EXPECT_EQ(rc[0].status, IBV_WC_SUCCESS);
+  auto sc = p.wait_wc(p.a, 1);
+  ASSERT_EQ(sc.size(), 1u);
+  EXPECT_EQ(sc[0].status, IBV_WC_SUCCESS);
+}
+
 TEST(Softrdma, ReceiveTooSmallIsLengthError) {
   VerbsPair p;
   ASSERT_TRUE(p.connect());
