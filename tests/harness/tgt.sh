@@ -12,6 +12,7 @@
 # RDMA CM on 127.0.0.1:3260 like a real portal: the script must run under
 # tests/harness/iser-netns (its own network namespace, softrdma in front), and targets are also
 # bound to $TGT_ISER_INITIATOR (tgt 1.0.85 admits iSER initiators only by name and address).
+# TGT_WRAP, if set, is a command tgtd runs under (softrdma's own tests name softrdma-run there).
 #
 # Every step fails loudly: a missing tgtd or a tgtadm error aborts the calling script. Each
 # fixture has its own directory, socket and port, so tests can run in parallel.
@@ -38,7 +39,7 @@ tgt_start() {
     lld_args=(--iser "port=$TGT_PORT,pool_sz_mb=128")
   fi
   TGT_PORT=${TGT_PORT:-$(tgt_free_port)}
-  tgtd -f --iscsi portal=127.0.0.1:$TGT_PORT "${lld_args[@]}" >"$TGT_DIR/tgtd.log" 2>&1 &
+  ${TGT_WRAP:-} tgtd -f --iscsi portal=127.0.0.1:$TGT_PORT "${lld_args[@]}" >"$TGT_DIR/tgtd.log" 2>&1 &
   TGT_PID=$!
   trap tgt_stop EXIT
   local i
@@ -51,7 +52,7 @@ tgt_start() {
     kill -0 "$TGT_PID" 2>/dev/null || tgt_fail "tgtd exited: $(cat "$TGT_DIR/tgtd.log")"
     sleep 0.1
   done
-  tgt_fail "tgtd did not start listening on 127.0.0.1:$TGT_PORT"
+  tgt_fail "tgtd did not start listening on 127.0.0.1:$TGT_PORT: $(cat "$TGT_DIR/tgtd.log")"
 }
 
 tgt_adm() {

@@ -5,12 +5,6 @@
 # no malformed frame. The bench runs 0.1 s: every 64 KiB is written whole into the capture.
 # Usage: ours-iser-pcap.sh PATH/TO/iser-connect
 set -eu
-if [ "${SOFTRDMA_IN_NETNS:-}" != 1 ]; then
-  if [ "$(id -u)" = 0 ]; then
-    exec env SOFTRDMA_IN_NETNS=1 timeout 120 unshare -n "$0" "$@"
-  fi
-  exec env SOFTRDMA_IN_NETNS=1 timeout 120 unshare -rn "$0" "$@"
-fi
 CLI=$1
 here=$(cd "$(dirname "$0")" && pwd)
 . "$here/tgt-lib.sh"

@@ -3,12 +3,6 @@
 # every connection and decodes its RC traffic as iSER and iSCSI (login, SCSI commands and
 # responses; RDMA WRITEs and acknowledgements around them), with no malformed frame.
 set -eu
-if [ "${SOFTRDMA_IN_NETNS:-}" != 1 ]; then
-  if [ "$(id -u)" = 0 ]; then
-    exec env SOFTRDMA_IN_NETNS=1 timeout 120 unshare -n "$0" "$@"
-  fi
-  exec env SOFTRDMA_IN_NETNS=1 timeout 120 unshare -rn "$0" "$@"
-fi
 . "$(dirname "$0")/tgt-lib.sh"
 . "$(dirname "$0")/pcap-lib.sh"
 need iscsi-inq iscsi-readcapacity16 tshark
@@ -17,7 +11,7 @@ start_tgtd 16
 URL="iser://127.0.0.1:3260/$IQN/1"
 timeout 20 "$SOFTRDMA_RUN" iscsi-inq -i "$INITIATOR" "$URL" >/dev/null
 timeout 20 "$SOFTRDMA_RUN" iscsi-readcapacity16 -i "$INITIATOR" "$URL" >/dev/null
-dd if=/dev/urandom of="$WORK/lun1.img" bs=64k count=4 conv=notrunc status=none
+dd if=/dev/urandom of="$(lun_file 1)" bs=64k count=4 conv=notrunc status=none
 # One 4 KiB read at a time: every payload byte goes into the capture.
 timeout 30 "$SOFTRDMA_RUN" iscsi-perf -i "$INITIATOR" -t 1 -m 1 -b 8 "$URL" >/dev/null 2>&1 || true
 decode_pcap "$SOFTRDMA_PCAP"

@@ -2,16 +2,10 @@
 # tgtd's iSER target under softrdma, driven by libiscsi's unmodified tools over iser://.
 # Runs itself again inside a private network namespace where 127.0.0.1:3260 serves TCP and iSER.
 set -eu
-if [ "${SOFTRDMA_IN_NETNS:-}" != 1 ]; then
-  if [ "$(id -u)" = 0 ]; then
-    exec env SOFTRDMA_IN_NETNS=1 timeout 120 unshare -n "$0" "$@"
-  fi
-  exec env SOFTRDMA_IN_NETNS=1 timeout 120 unshare -rn "$0" "$@"
-fi
 . "$(dirname "$0")/tgt-lib.sh"
 need iscsi-inq iscsi-readcapacity16 iscsi-perf iscsi-ls
 start_tgtd 64
-grep -q "Failed to initialize RDMA" "$WORK/tgtd.log" && { cat "$WORK/tgtd.log"; exit 1; }
+grep -q "Failed to initialize RDMA" "$TGT_DIR/tgtd.log" && { cat "$TGT_DIR/tgtd.log"; exit 1; }
 URL="iser://127.0.0.1:3260/$IQN/1"
 
 out=$(timeout 20 "$SOFTRDMA_RUN" iscsi-inq -i "$INITIATOR" "$URL")

@@ -4,31 +4,26 @@
 # then 20 sessions in a row while tgtd's open fds must not grow.
 # Usage: tgt-iser-verify.sh PATH_TO_softrdma_iser_verify
 set -eu
-if [ "${SOFTRDMA_IN_NETNS:-}" != 1 ]; then
-  if [ "$(id -u)" = 0 ]; then
-    exec env SOFTRDMA_IN_NETNS=1 timeout 150 unshare -n "$0" "$@"
-  fi
-  exec env SOFTRDMA_IN_NETNS=1 timeout 150 unshare -rn "$0" "$@"
-fi
+TGT_LIB_TIMEOUT=150
 VERIFY=$1
 . "$(dirname "$0")/tgt-lib.sh"
 [ -x "$VERIFY" ] || { echo "FAIL: $VERIFY is missing"; exit 1; }
 start_tgtd 32 2
 URL="iser://127.0.0.1:3260/$IQN"
 
-timeout 60 "$SOFTRDMA_RUN" "$VERIFY" "$INITIATOR" "$URL/1" "$WORK/lun1.img" 200 1
+timeout 60 "$SOFTRDMA_RUN" "$VERIFY" "$INITIATOR" "$URL/1" "$(lun_file 1)" 200 1
 
-timeout 60 "$SOFTRDMA_RUN" "$VERIFY" "$INITIATOR" "$URL/1" "$WORK/lun1.img" 100 2 &
+timeout 60 "$SOFTRDMA_RUN" "$VERIFY" "$INITIATOR" "$URL/1" "$(lun_file 1)" 100 2 &
 a=$!
-timeout 60 "$SOFTRDMA_RUN" "$VERIFY" "$INITIATOR" "$URL/2" "$WORK/lun2.img" 100 3 &
+timeout 60 "$SOFTRDMA_RUN" "$VERIFY" "$INITIATOR" "$URL/2" "$(lun_file 2)" 100 3 &
 b=$!
 wait $a || { echo "FAIL: session on LUN 1"; exit 1; }
 wait $b || { echo "FAIL: session on LUN 2"; exit 1; }
 
-fds() { ls /proc/"$TGTD_PID"/fd | wc -l; }
+fds() { ls /proc/"$TGT_PID"/fd | wc -l; }
 before=$(fds)
 for i in $(seq 20); do
-  timeout 20 "$SOFTRDMA_RUN" "$VERIFY" "$INITIATOR" "$URL/1" "$WORK/lun1.img" 2 "$((10 + i))" >/dev/null
+  timeout 20 "$SOFTRDMA_RUN" "$VERIFY" "$INITIATOR" "$URL/1" "$(lun_file 1)" 2 "$((10 + i))" >/dev/null
 done
 sleep 0.5
 after=$(fds)

@@ -1,6 +1,13 @@
-# Shared helpers for the tgtd iSER tests: sourced inside a private network namespace.
-# Needs SOFTRDMA_RUN; starts tgtd under softrdma with a private control port and stops it on exit.
+# tgt-lib.sh: what the tgtd iSER tests share (bash library, sourced first by a test script).
+# Sourcing re-runs the calling script in a network namespace of its own (bounded by
+# TGT_LIB_TIMEOUT seconds, default 120), where 127.0.0.1:3260 serves TCP and iSER; there
+# start_tgtd runs tgtd's iSER target through $SOFTRDMA_RUN with tests/harness/tgt.sh.
 set -eu
+if [ "${ISER_TEST_NETNS:-}" != 1 ]; then
+  unshare_opts=-n
+  [ "$(id -u)" = 0 ] || unshare_opts=-rn
+  exec env ISER_TEST_NETNS=1 timeout "${TGT_LIB_TIMEOUT:-120}" unshare $unshare_opts "$0" "$@"
+fi
 
 need() {
   for p in "$@"; do
@@ -10,41 +17,22 @@ need() {
 
 need tgtd tgtadm ip timeout
 ip link set lo up
+. "$(dirname "${BASH_SOURCE[0]}")/../harness/tgt.sh"
 WORK=$(mktemp -d)
-CTL=$((1000 + $$ % 30000))  # tgtd control port: tgtadm takes at most 32767
-TGTD_PID=
+trap 'rm -rf "$WORK"' EXIT
 IQN=iqn.2026-11.org.iser-connect:softrdma
 INITIATOR=iqn.2026-11.org.iser-connect:initiator
+export TGT_LLD=iser TGT_ISER_INITIATOR=$INITIATOR TGT_WRAP=$SOFTRDMA_RUN
 
-stop_tgtd() {
-  if [ -n "$TGTD_PID" ]; then
-    tgtadm -C "$CTL" --op delete --mode system --force >/dev/null 2>&1 || true
-    sleep 0.2
-    kill -KILL "$TGTD_PID" 2>/dev/null || true
-    wait "$TGTD_PID" 2>/dev/null || true
-    TGTD_PID=
-  fi
-  rm -rf "$WORK"
-}
-trap stop_tgtd EXIT
-
-tadm() { tgtadm -C "$CTL" --lld iser "$@"; }
-
-# start_tgtd LUN_SIZE_MB [LUNS]: one iSER target with LUNS file-backed LUNs (1..LUNS).
+# start_tgtd LUN_SIZE_MB [LUNS]: one iSER target, tid 1, with LUNS file-backed LUNs (1..LUNS)
+# whose backing files are lun_file N.
 start_tgtd() {
-  "$SOFTRDMA_RUN" tgtd -f -C "$CTL" --iscsi portal=127.0.0.1:3260 --iser port=3260,pool_sz_mb=128 \
-    >"$WORK/tgtd.log" 2>&1 &
-  TGTD_PID=$!
-  for _ in $(seq 50); do
-    tgtadm -C "$CTL" --op show --mode system >/dev/null 2>&1 && break
-    sleep 0.1
-  done
-  tadm --op new --mode target --tid 1 -T "$IQN"
+  tgt_start
+  trap 'tgt_stop; rm -rf "$WORK"' EXIT
+  tgt_target 1 "$IQN"
   for lun in $(seq "${2:-1}"); do
-    truncate -s "${1}M" "$WORK/lun$lun.img"
-    tadm --op new --mode logicalunit --tid 1 --lun "$lun" -b "$WORK/lun$lun.img"
+    tgt_lun 1 "$lun" "${1}M"
   done
-  tadm --op bind --mode target --tid 1 -I ALL
-  # tgt 1.0.85's iSER target also needs the initiator name bound (fixed upstream later).
-  tadm --op bind --mode target --tid 1 --initiator-name "$INITIATOR"
 }
+
+lun_file() { tgt_lun_file 1 "$1"; }
