@@ -270,7 +270,12 @@ int post_send(ibv_qp* q, ibv_send_wr* wr, ibv_send_wr** bad) {
     } else {
       for (size_t i = 0; i < nsge; i++) op->sge[i] = {wr->sg_list[i].addr, wr->sg_list[i].length};
     }
-    if (qp->conn->push) {
+    // Small SEND and WRITE payloads travel in the stream even where the responder could pull
+    // them: copying a few hundred bytes twice through the socket is cheaper than the
+    // responder's process_vm_readv system call, which also pins the page (iSER's commands and
+    // responses are 76 bytes).
+    constexpr uint64_t kPushBytes = 1024;
+    if (qp->conn->push || (wr->opcode != IBV_WR_RDMA_READ && total <= kPushBytes)) {
       op->pushed = 1;
       if (wr->opcode == IBV_WR_RDMA_READ) {
         w.read_sge.assign(wr->sg_list, wr->sg_list + wr->num_sge);

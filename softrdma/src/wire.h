@@ -1,9 +1,10 @@
 // The messages two softrdma endpoints exchange over their local stream socket.
 // Contract: every message starts with WireHdr whose `len` counts the whole message; connection
 // management (REQ/REP/RTU/REJ/DREQ) and RC transport (OP/ACK/NAK) share the stream, so a
-// disconnect is ordered after all data. Payloads normally never travel here: the responder moves
-// them with process_vm_readv/writev against the requester's SGEs, which stay valid until
-// acknowledged. When that is refused (checked per connection at set-up), they follow the messages.
+// disconnect is ordered after all data. Payloads of more than 1 KiB normally never travel here:
+// the responder moves them with process_vm_readv/writev against the requester's SGEs, which stay
+// valid until acknowledged. When that is refused (checked per connection at set-up), or for small
+// SEND/WRITE payloads, they follow the messages.
 #pragma once
 
 #include <netinet/in.h>
@@ -51,8 +52,8 @@ struct WireOp {
   uint8_t num_sge;
   uint8_t rnr_retry;
   uint8_t solicited;
-  // The responder cannot reach the requester's memory: SEND/WRITE payloads follow the SGE array,
-  // and READ data comes back in a ReadResp message before the acknowledgement.
+  // SEND/WRITE payloads follow the SGE array (small ones always; all of them, and READ data in a
+  // ReadResp message before the acknowledgement, when the responder cannot reach our memory).
   uint8_t pushed;
   uint8_t pad[3];
   uint32_t imm;  // immediate data or the rkey to invalidate
