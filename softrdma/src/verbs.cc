@@ -202,9 +202,30 @@ bool sge_ok(Qp* qp, const ibv_sge& s, bool local_write) {
          s.addr - start <= mr->pub.length - s.length;
 }
 
+// The messages of one ibv_post_send call, written to the connection in one go when the call
+// returns (a chain such as RDMA WRITE + SEND then wakes the peer once, not once per message).
+class SendBatch {
+ public:
+  explicit SendBatch(Qp* qp) : qp_(qp) { bytes().clear(); }
+  ~SendBatch() { flush(); }
+  static std::vector<uint8_t>& bytes() {
+    static thread_local std::vector<uint8_t> b;
+    return b;
+  }
+  void flush() {
+    if (qp_->conn && !bytes().empty()) qp_->conn->send(bytes().data(), bytes().size());
+    bytes().clear();
+  }
+
+ private:
+  Qp* qp_;
+};
+
 int post_send(ibv_qp* q, ibv_send_wr* wr, ibv_send_wr** bad) {
   Qp* qp = impl<Qp>(q);
   std::lock_guard g(qp->mu);
+  SendBatch batch(qp);
+  std::vector<uint8_t>& msg = SendBatch::bytes();
   for (; wr; wr = wr->next) {
     if (qp->destroyed || qp->attr.qp_state < IBV_QPS_RTS || !supported(wr->opcode) ||
         wr->num_sge < 0 || static_cast<uint32_t>(wr->num_sge) > qp->init.cap.max_send_sge ||
@@ -234,6 +255,7 @@ int post_send(ibv_qp* q, ibv_send_wr* wr, ibv_send_wr** bad) {
     }
     if (fault_drop_now()) {
       log_debug("fault injection: dropping the connection of qp %u", qp->pub.qp_num);
+      batch.flush();
       qp->conn->cut();
       qp->sq.push_back(std::move(w));
       continue;
@@ -248,9 +270,10 @@ int post_send(ibv_qp* q, ibv_send_wr* wr, ibv_send_wr** bad) {
       continue;
     }
     size_t nsge = is_inline ? 1 : wr->num_sge;
-    std::vector<uint8_t> msg(sizeof(WireOp) + nsge * sizeof(WireSge));
-    auto* op = reinterpret_cast<WireOp*>(msg.data());
-    op->hdr = {Msg::Op, static_cast<uint32_t>(msg.size())};
+    const size_t at = msg.size();
+    msg.resize(at + sizeof(WireOp) + nsge * sizeof(WireSge));
+    auto* op = reinterpret_cast<WireOp*>(msg.data() + at);
+    op->hdr = {Msg::Op, static_cast<uint32_t>(msg.size() - at)};
     op->psn = w.psn;
     op->opcode = wr->opcode;
     op->num_sge = nsge;
@@ -283,14 +306,14 @@ int post_send(ibv_qp* q, ibv_send_wr* wr, ibv_send_wr** bad) {
         // The responder cannot pull: the payload follows the message.
         for (size_t i = 0; i < nsge; i++) {
           const auto* p = reinterpret_cast<const uint8_t*>(op->sge[i].addr);
-          msg.insert(msg.end(), p, p + op->sge[i].len);
+          const uint64_t len = op->sge[i].len;
+          msg.insert(msg.end(), p, p + len);
+          op = reinterpret_cast<WireOp*>(msg.data() + at);
         }
-        op = reinterpret_cast<WireOp*>(msg.data());
-        op->hdr.len = static_cast<uint32_t>(msg.size());
+        op->hdr.len = static_cast<uint32_t>(msg.size() - at);
       }
     }
     qp->sq.push_back(std::move(w));
-    qp->conn->send(msg.data(), msg.size());
   }
   return 0;
 }
