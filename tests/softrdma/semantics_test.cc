@@ -85,21 +85,29 @@ TEST(Softrdma, WrongAccessFlagsIsRemoteAccessError) {
   expect_remote_access_error(p, IBV_WR_RDMA_READ, addr_of(p.b, 0), p.b.mr->rkey);
 }
 
+// a's SEND (wr_id 1) finds no receive at b and waits for `wait_ms`; once b posts one it is
+// delivered, and a's `posted` work requests (wr_id 1, 2, ...) complete successfully in order.
+void expect_parked_send_delivered(VerbsPair& p, int wait_ms, size_t posted) {
+  EXPECT_TRUE(p.wait_wc(p.b, 1, wait_ms).empty());
+  ASSERT_EQ(post_recv(p.b, 9, 0, 64), 0);
+  auto rc = p.wait_wc(p.b, 1);
+  ASSERT_EQ(rc.size(), 1u);
+  EXPECT_EQ(rc[0].status, IBV_WC_SUCCESS);
+  auto sc = p.wait_wc(p.a, static_cast<int>(posted));
+  ASSERT_EQ(sc.size(), posted);
+  for (size_t i = 0; i < posted; i++) {
+    EXPECT_EQ(sc[i].wr_id, i + 1);
+    EXPECT_EQ(sc[i].status, IBV_WC_SUCCESS);
+  }
+}
+
 TEST(Softrdma, RnrWaitsForAReceiveWithInfiniteRetry) {
   VerbsPair p;
   ASSERT_TRUE(p.connect(7));
   ASSERT_EQ(post_send(p.a, IBV_WR_SEND, 1, 0, 8), 0);
   // A READ behind the parked SEND is still served.
   ASSERT_EQ(post_send(p.a, IBV_WR_RDMA_READ, 2, 4096, 64, addr_of(p.b, 0), p.b.mr->rkey), 0);
-  EXPECT_TRUE(p.wait_wc(p.b, 1, 200).empty());
-  ASSERT_EQ(post_recv(p.b, 9, 0, 64), 0);
-  auto rc = p.wait_wc(p.b, 1);
-  ASSERT_EQ(rc.size(), 1u);
-  EXPECT_EQ(rc[0].status, IBV_WC_SUCCESS);
-  auto sc = p.wait_wc(p.a, 2);
-  ASSERT_EQ(sc.size(), 2u);
-  EXPECT_EQ(sc[0].wr_id, 1u);
-  EXPECT_EQ(sc[1].wr_id, 2u);
+  expect_parked_send_delivered(p, 200, 2);
 }
 
 TEST(Softrdma, RnrWithoutRetryIsAnError) {
@@ -138,16 +146,9 @@ TEST(Softrdma, RnrRetriesRunOutIntoAnError) {
 TEST(Softrdma, RnrRetryWithinTheBudgetSucceeds) {
   VerbsPair p;
   ASSERT_TRUE(p.connect(6));
-  set_min_rnr_timer(p.b, 29);  // 245.76 ms x 6: the receive below comes in time
+  set_min_rnr_timer(p.b, 29);  // 245.76 ms x 6: the receive comes in time
   ASSERT_EQ(post_send(p.a, IBV_WR_SEND, 1, 0, 8), 0);
-  EXPECT_TRUE(p.wait_wc(p.b, 1, 100).empty());
-  ASSERT_EQ(post_recv(p.b, 9, 0, 64), 0);
-  auto rc = p.wait_wc(p.b, 1);
-  ASSERT_EQ(rc.size(), 1u);
-  EXPECT_EQ(rc[0].status, IBV_WC_SUCCESS);
-  auto sc = p.wait_wc(p.a, 1);
-  ASSERT_EQ(sc.size(), 1u);
-  EXPECT_EQ(sc[0].status, IBV_WC_SUCCESS);
+  expect_parked_send_delivered(p, 100, 1);
 }
 
 TEST(Softrdma, ReceiveTooSmallIsLengthError) {
