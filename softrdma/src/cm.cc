@@ -2,8 +2,15 @@
 // (SOFTRDMA_NAMESPACE, family, address, port); abstract names are private to the network namespace
 // and take no TCP port, so iSCSI/TCP and iSER share IP:port as on real hardware. The handshake
 // (REQ, REP, RTU / REJ) and disconnect (DREQ both ways) travel on the connection's own socket.
+//
+// Processes on other hosts (or in other network namespaces) cannot see an abstract name, so each
+// listener also listens on TCP, on its address at port + SOFTRDMA_TCP_PORT_OFFSET (default 20000;
+// 0 turns it off); a connect that finds no local listener tries there. Over TCP the peer's pid
+// is unknown, so payloads travel in the stream. SOFTRDMA_VIA_TCP=1 skips the local rendezvous.
 #include <arpa/inet.h>
 #include <netdb.h>
+#include <netinet/tcp.h>
+#include <poll.h>
 #include <sys/eventfd.h>
 #include <sys/socket.h>
 #include <sys/uio.h>
@@ -69,6 +76,65 @@ socklen_t rendezvous(const sockaddr_storage& a, bool wildcard, int family, socka
   int n = snprintf(un->sun_path + 1, sizeof un->sun_path - 1, "softrdma/%s/%d/%s/%u", ns ? ns : "",
                    family == AF_INET6 ? 6 : 4, host, port_of(a));
   return offsetof(sockaddr_un, sun_path) + 1 + n;
+}
+
+bool env_flag(const char* name) {
+  const char* v = getenv(name);
+  return v && *v && *v != '0';
+}
+
+// The TCP port of RDMA CM port `port`, or 0 when there is none.
+uint16_t tcp_port(uint16_t port) {
+  const char* v = getenv("SOFTRDMA_TCP_PORT_OFFSET");
+  unsigned long offset = v ? strtoul(v, nullptr, 10) : 20000;
+  if (offset == 0 || port + offset > 65535) return 0;
+  return static_cast<uint16_t>(port + offset);
+}
+
+// A TCP listener on the listener's address (wildcard included) at its TCP port, or -1.
+int tcp_listen(const sockaddr_storage& src, int backlog) {
+  uint16_t port = tcp_port(port_of(src));
+  if (port == 0) return -1;
+  int fd = socket(src.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+  if (fd < 0) return -1;
+  int one = 1;
+  setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+  sockaddr_storage a = src;
+  set_port(a, port);
+  socklen_t len = src.ss_family == AF_INET6 ? sizeof(sockaddr_in6) : sizeof(sockaddr_in);
+  if (bind(fd, reinterpret_cast<sockaddr*>(&a), len) != 0 || listen(fd, backlog) != 0) {
+    log_warn("no TCP listener on port %u for other hosts: %s", port, strerror(errno));
+    close(fd);
+    return -1;
+  }
+  return fd;
+}
+
+// Connects to dst's TCP port within timeout_ms; -1 if refused or too slow.
+int tcp_connect(const sockaddr_storage& dst, int timeout_ms) {
+  uint16_t port = tcp_port(port_of(dst));
+  if (port == 0) return -1;
+  int fd = socket(dst.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+  if (fd < 0) return -1;
+  sockaddr_storage a = dst;
+  set_port(a, port);
+  socklen_t len = dst.ss_family == AF_INET6 ? sizeof(sockaddr_in6) : sizeof(sockaddr_in);
+  int err = connect(fd, reinterpret_cast<sockaddr*>(&a), len) == 0 ? 0 : errno;
+  if (err == EINPROGRESS) {
+    pollfd p{fd, POLLOUT, 0};
+    socklen_t el = sizeof err;
+    err = poll(&p, 1, timeout_ms) == 1 && getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &el) == 0
+              ? err
+              : ETIMEDOUT;
+  }
+  if (err != 0) {
+    log_debug("TCP connect to port %u: %s", port, strerror(err));
+    close(fd);
+    return -1;
+  }
+  int one = 1;
+  setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+  return fd;
 }
 
 void push_event(CmIdImpl* id, rdma_cm_event_type type, int status, CmIdImpl* listen = nullptr,
@@ -290,10 +356,11 @@ int rdma_destroy_id(rdma_cm_id* pub) {
     std::unique_lock g(id->mu);
     id->acked.wait(g, [id] { return id->events_acked == id->events_reported; });
   }
-  if (id->listen_fd >= 0) {
-    listener_remove(id->listen_fd);
-    close(id->listen_fd);
-    id->listen_fd = -1;
+  for (int* fd : {&id->listen_fd, &id->tcp_listen_fd}) {
+    if (*fd < 0) continue;
+    listener_remove(*fd);
+    close(*fd);
+    *fd = -1;
   }
   std::shared_ptr<Conn> c;
   {
@@ -334,6 +401,8 @@ int rdma_listen(rdma_cm_id* pub, int backlog) {
       id->state = IdState::Listening;
       memcpy(&pub->route.addr.src_addr, &id->src, sizeof id->src);
       listener_add(fd, id);
+      id->tcp_listen_fd = tcp_listen(id->src, backlog > 0 ? backlog : 128);
+      if (id->tcp_listen_fd >= 0) listener_add(id->tcp_listen_fd, id);
       log_debug("rdma_listen on %s", un.sun_path + 1);
       return 0;
     }
@@ -405,13 +474,14 @@ void rdma_destroy_qp(rdma_cm_id* pub) {
   pub->qp = nullptr;
 }
 
-static int try_connect(const sockaddr_storage& dst) {
+static int try_connect(const sockaddr_storage& dst, int tcp_timeout_ms) {
   int fam = dst.ss_family;
   struct {
     bool wild;
     int family;
   } order[] = {{false, fam}, {true, fam}, {true, AF_INET6}};
   for (auto& o : order) {
+    if (env_flag("SOFTRDMA_VIA_TCP")) break;
     if (o.family == AF_INET6 && fam == AF_INET && !o.wild) continue;
     sockaddr_un un;
     socklen_t len = rendezvous(dst, o.wild, o.family, &un);
@@ -420,7 +490,7 @@ static int try_connect(const sockaddr_storage& dst) {
     log_debug("connect to %s: %s", un.sun_path + 1, strerror(errno));
     close(fd);
   }
-  return -1;
+  return tcp_connect(dst, tcp_timeout_ms);
 }
 
 int rdma_connect(rdma_cm_id* pub, rdma_conn_param* param) {
@@ -433,10 +503,10 @@ int rdma_connect(rdma_cm_id* pub, rdma_conn_param* param) {
   // Real address and route resolution take milliseconds, time in which a server that closes
   // and reopens its listener between connections (perftest -R does) is back; softrdma's are
   // instant, so a connect finding no listener keeps trying for half a second before REJECTED.
-  int fd = try_connect(id->dst);
+  int fd = try_connect(id->dst, 500);
   for (int i = 0; fd < 0 && i < 50; i++) {
     usleep(10000);
-    fd = try_connect(id->dst);
+    fd = try_connect(id->dst, 10);
   }
   if (fd < 0) {
     push_event(id, RDMA_CM_EVENT_REJECTED, 8);

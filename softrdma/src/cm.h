@@ -38,6 +38,7 @@ struct CmIdImpl {
   IdState state = IdState::Idle;
   std::shared_ptr<Conn> conn;
   int listen_fd = -1;
+  int tcp_listen_fd = -1;  // the same listener for processes on other hosts (see cm.cc)
   sockaddr_storage src{};
   sockaddr_storage dst{};
   uint8_t rnr_retry = 7;

@@ -1,6 +1,8 @@
 // The background loop: one thread per process, started lazily on the first connection (never in a
 // constructor: tgtd daemonizes first), with every signal blocked (tgtd reads them via signalfd).
 // It waits in epoll on listeners and connections; nothing here polls.
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <pthread.h>
 #include <signal.h>
 #include <sys/epoll.h>
@@ -196,7 +198,8 @@ std::shared_ptr<Conn> conn_add(int fd, CmIdImpl* id, bool awaiting_req) {
   c->fd = fd;
   c->id = id;
   c->awaiting_req = awaiting_req;
-  int big = 8 << 20;
+  int big = 8 << 20, one = 1;
+  setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);  // a TCP connection (other hosts)
   setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &big, sizeof big);
   setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &big, sizeof big);
   ucred cred{};

@@ -12,7 +12,8 @@
 # RDMA CM on 127.0.0.1:3260 like a real portal: the script must run under
 # tests/harness/iser-netns (its own network namespace, softrdma in front), and targets are also
 # bound to $TGT_ISER_INITIATOR (tgt 1.0.85 admits iSER initiators only by name and address).
-# TGT_WRAP, if set, is a command tgtd runs under (softrdma's own tests name softrdma-run there).
+# TGT_WRAP, if set, is a command tgtd runs under (softrdma's own tests name softrdma-run there);
+# TGT_ADDR, if set, is the portal address instead of 127.0.0.1.
 #
 # Every step fails loudly: a missing tgtd or a tgtadm error aborts the calling script. Each
 # fixture has its own directory, socket and port, so tests can run in parallel.
@@ -39,20 +40,21 @@ tgt_start() {
     lld_args=(--iser "port=$TGT_PORT,pool_sz_mb=128")
   fi
   TGT_PORT=${TGT_PORT:-$(tgt_free_port)}
-  ${TGT_WRAP:-} tgtd -f --iscsi portal=127.0.0.1:$TGT_PORT "${lld_args[@]}" >"$TGT_DIR/tgtd.log" 2>&1 &
+  TGT_ADDR=${TGT_ADDR:-127.0.0.1}
+  ${TGT_WRAP:-} tgtd -f --iscsi portal=$TGT_ADDR:$TGT_PORT "${lld_args[@]}" >"$TGT_DIR/tgtd.log" 2>&1 &
   TGT_PID=$!
   trap tgt_stop EXIT
   local i
   for i in $(seq 1 100); do
     if tgtadm --op show --mode system >/dev/null 2>&1 &&
-       (exec 3<>/dev/tcp/127.0.0.1/$TGT_PORT) 2>/dev/null &&
+       (exec 3<>/dev/tcp/$TGT_ADDR/$TGT_PORT) 2>/dev/null &&
        { [ "$TGT_LLD" != iser ] || grep -q "@softrdma/.*/$TGT_PORT\$" /proc/net/unix; }; then
       return 0
     fi
     kill -0 "$TGT_PID" 2>/dev/null || tgt_fail "tgtd exited: $(cat "$TGT_DIR/tgtd.log")"
     sleep 0.1
   done
-  tgt_fail "tgtd did not start listening on 127.0.0.1:$TGT_PORT: $(cat "$TGT_DIR/tgtd.log")"
+  tgt_fail "tgtd did not start listening on $TGT_ADDR:$TGT_PORT: $(cat "$TGT_DIR/tgtd.log")"
 }
 
 tgt_adm() {
