@@ -6,6 +6,7 @@
 #include "keys.h"
 
 #include <cerrno>
+#include <deque>
 #include <mutex>
 #include <unordered_map>
 
@@ -22,9 +23,15 @@ struct Owner {
   Mw* mw = nullptr;
 };
 
+// Deregistered MRs stay quarantined (a stale handle stays harmless) but only the most recent
+// kMrQuarantine of them: an initiator that registers a buffer per command would otherwise grow
+// by one object per I/O.
+constexpr size_t kMrQuarantine = 4096;
+
 struct Keys {
   std::mutex mu;
   std::unordered_map<uint32_t, Owner> by_index;
+  std::deque<Mr*> retired_mrs;
 };
 Keys& keys() {
   static auto* k = new Keys;
@@ -101,6 +108,12 @@ int mr_deregister(Mr* mr) {
   keys().by_index.erase(mr->key >> 8);
   mr->destroyed = true;
   strict_release_registration(mr->pub.length);
+  auto& retired = keys().retired_mrs;
+  retired.push_back(mr);
+  if (retired.size() > kMrQuarantine) {
+    delete retired.front();
+    retired.pop_front();
+  }
   return 0;
 }
 

@@ -19,7 +19,8 @@ namespace softrdma {
 // Gives `mr` a fresh random key (index unused) and publishes it.
 void key_add_mr(Mr* mr);
 // ibv_dereg_mr: EBUSY while windows are bound to the MR (it stays registered); else withdraws its
-// key, returns its bytes to strict mode's locked-memory account and answers 0 (again later).
+// key, returns its bytes to strict mode's locked-memory account and answers 0 (again later, while
+// the MR is among the last 4096 deregistered; older ones are freed).
 int mr_deregister(Mr* mr);
 // The live MR whose key is `lkey`, or null.
 Mr* mr_by_lkey(uint32_t lkey);

@@ -2,7 +2,8 @@
 // Contract: every public handle (ibv_pd, ibv_mr, ibv_mw, ibv_cq, ibv_qp, ibv_comp_channel) is the
 // first member of its object here, so a handle converts back with a static_cast of the pointer.
 // Objects are never freed once handed out (destroyed ones are quarantined: libiscsi 1.19 polls a CQ
-// it destroyed), so a stale handle stays harmless.
+// it destroyed), so a stale handle stays harmless; MRs, which some programs register per I/O, are
+// freed after the 4096 deregistered after them (keys.cc).
 #pragma once
 
 #include <infiniband/verbs.h>

@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <vector>
@@ -247,6 +248,39 @@ TEST(Softrdma, StrictModeRefusesToRegisterUnmappedMemory) {
   EXPECT_NE(mr, nullptr);
   ibv_dereg_mr(mr);
   munmap(p, page);
+  ibv_dealloc_pd(pd);
+  ibv_free_device_list(list);
+}
+
+// An initiator that registers each command's buffer deregisters as many MRs as it serves I/Os:
+// softrdma must not keep every one of them.
+TEST(Softrdma, DeregisteredMrsDoNotAccumulate) {
+  int n;
+  ibv_device** list = ibv_get_device_list(&n);
+  ASSERT_GE(n, 1);
+  ibv_context* ctx = ibv_open_device(list[0]);
+  ibv_pd* pd = ibv_alloc_pd(ctx);
+  std::vector<char> buf(4096);
+  auto cycle = [&](int times) {
+    for (int i = 0; i < times; i++) {
+      ibv_mr* mr = ibv_reg_mr(pd, buf.data(), buf.size(), IBV_ACCESS_LOCAL_WRITE);
+      ASSERT_NE(mr, nullptr);
+      ASSERT_EQ(ibv_dereg_mr(mr), 0);
+    }
+  };
+  auto rss_bytes = [] {
+    long pages = 0, resident = 0;
+    FILE* f = fopen("/proc/self/statm", "r");
+    if (f != nullptr) {
+      if (fscanf(f, "%ld %ld", &pages, &resident) != 2) resident = 0;
+      fclose(f);
+    }
+    return resident * sysconf(_SC_PAGESIZE);
+  };
+  cycle(10000);  // past the quarantine of recent MRs
+  const long before = rss_bytes();
+  cycle(200000);  // kept objects would be about 20 MiB
+  EXPECT_LT(rss_bytes() - before, 4L << 20);
   ibv_dealloc_pd(pd);
   ibv_free_device_list(list);
 }
