@@ -14,7 +14,15 @@ struct Conn;
 ibv_context* shared_context();
 void fill_context_ops(ibv_context_ops* ops);
 void fill_mw_ops(ibv_context_ops* ops);
-void qp_attach(ibv_qp* qp, const std::shared_ptr<Conn>& c, uint32_t remote_qpn, uint8_t rnr_retry);
+// The RDMA READ depths the CM negotiated (0: not known, no limit): ours as requester
+// (max_rd_atomic), ours as responder (max_dest_rd_atomic), and the peer's as responder.
+struct ReadDepths {
+  uint8_t initiator_depth = 0;
+  uint8_t responder_resources = 0;
+  uint8_t peer_responder_resources = 0;
+};
+void qp_attach(ibv_qp* qp, const std::shared_ptr<Conn>& c, uint32_t remote_qpn, uint8_t rnr_retry,
+               const ReadDepths& depths);
 // Peer gone (graceful or not): outstanding sends complete with `status`, the rest flush.
 void qp_disconnected(ibv_qp* qp, ibv_wc_status status);
 

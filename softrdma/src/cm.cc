@@ -239,6 +239,7 @@ void on_message(const std::shared_ptr<Conn>& c, const WireHdr* h) {
       child->dst = wc->src;
       child->remote_qpn = wc->qpn;
       child->peer_rnr_retry = wc->rnr_retry_count;
+      child->read_depths.peer_responder_resources = wc->responder_resources;
       child->reaches_peer = can_reach(c->peer_pid, wc->probe_addr);
       memcpy(&child->pub.route.addr.src_addr, &child->src, sizeof child->src);
       memcpy(&child->pub.route.addr.dst_addr, &child->dst, sizeof child->dst);
@@ -253,7 +254,8 @@ void on_message(const std::shared_ptr<Conn>& c, const WireHdr* h) {
       if (!full || id->state != IdState::Connecting) return;
       if (pcap_enabled()) pcap_cm(CmMad::Rep, wc->qpn, id->local_qpn, wc);
       id->remote_qpn = wc->qpn;
-      if (id->pub.qp) qp_attach(id->pub.qp, c, wc->qpn, id->rnr_retry);
+      id->read_depths.peer_responder_resources = wc->responder_resources;
+      if (id->pub.qp) qp_attach(id->pub.qp, c, wc->qpn, id->rnr_retry, id->read_depths);
       id->state = IdState::Connected;
       c->push = !wc->sender_reaches_you;
       id->reaches_peer = can_reach(c->peer_pid, wc->probe_addr);
@@ -500,6 +502,10 @@ int rdma_connect(rdma_cm_id* pub, rdma_conn_param* param) {
     return -1;
   }
   id->rnr_retry = param ? param->rnr_retry_count : 7;
+  if (param) {
+    id->read_depths.initiator_depth = param->initiator_depth;
+    id->read_depths.responder_resources = param->responder_resources;
+  }
   // Real address and route resolution take milliseconds, time in which a server that closes
   // and reopens its listener between connections (perftest -R does) is back; softrdma's are
   // instant, so a connect finding no listener keeps trying for half a second before REJECTED.
@@ -529,7 +535,11 @@ int rdma_accept(rdma_cm_id* pub, rdma_conn_param* param) {
     return -1;
   }
   id->rnr_retry = param ? param->rnr_retry_count : 7;
-  if (pub->qp) qp_attach(pub->qp, id->conn, id->remote_qpn, id->rnr_retry);
+  if (param) {
+    id->read_depths.initiator_depth = param->initiator_depth;
+    id->read_depths.responder_resources = param->responder_resources;
+  }
+  if (pub->qp) qp_attach(pub->qp, id->conn, id->remote_qpn, id->rnr_retry, id->read_depths);
   id->state = IdState::Accepting;
   send_connect(id->conn, Msg::Rep, id, param);
   return 0;

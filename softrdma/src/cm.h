@@ -10,6 +10,7 @@
 #include <memory>
 #include <mutex>
 
+#include "api.h"
 #include "conn.h"
 
 namespace softrdma {
@@ -43,6 +44,7 @@ struct CmIdImpl {
   sockaddr_storage dst{};
   uint8_t rnr_retry = 7;
   uint8_t peer_rnr_retry = 7;
+  ReadDepths read_depths;     // from our conn params and the peer's REQ or REP
   bool reaches_peer = false;  // our cross-memory probe of the peer worked
   uint32_t local_qpn = 0;     // named in our REQ or REP
   uint32_t remote_qpn = 0;

@@ -96,6 +96,12 @@ struct Qp {
   std::shared_ptr<Conn> conn;
   uint32_t remote_qpn = 0;
   bool destroyed = false;
+  // Strict mode: RDMA READs sent and not yet acknowledged, at most attr.max_rd_atomic; messages
+  // held back behind a READ over that limit, in order (hardware stalls the send queue there);
+  // the peer's max_dest_rd_atomic, which a READ beyond makes the peer refuse.
+  uint32_t reads_outstanding = 0;
+  std::deque<std::vector<uint8_t>> held_ops;
+  uint8_t peer_max_dest_rd_atomic = 0;
 };
 
 // The object behind a public handle (see the contract above).

@@ -275,11 +275,24 @@ void handle_ack(const std::shared_ptr<Conn>& c, const WireAck* a, bool nak) {
   if (!qp) return;
   std::lock_guard g(qp->mu);
   if (qp->attr.qp_state == IBV_QPS_ERR) return;
-  while (!qp->sq.empty() && qp->sq.front().psn < a->psn + (nak ? 0 : 1))
+  while (!qp->sq.empty() && qp->sq.front().psn < a->psn + (nak ? 0 : 1)) {
+    if (qp->sq.front().opcode == IBV_WC_RDMA_READ && qp->reads_outstanding) qp->reads_outstanding--;
     sq_complete_front(qp, IBV_WC_SUCCESS);
+  }
   if (nak && !qp->sq.empty() && qp->sq.front().psn == a->psn) {
     sq_complete_front(qp, static_cast<ibv_wc_status>(a->status));
     qp_fail_locked(qp, IBV_WC_WR_FLUSH_ERR);
+    return;
+  }
+  // READs held back by strict mode's max_rd_atomic go out as earlier ones complete.
+  while (!qp->held_ops.empty()) {
+    const auto* op = reinterpret_cast<const WireOp*>(qp->held_ops.front().data());
+    if (op->opcode == IBV_WR_RDMA_READ) {
+      if (qp->reads_outstanding >= qp->attr.max_rd_atomic) break;
+      qp->reads_outstanding++;
+    }
+    c->send(qp->held_ops.front().data(), qp->held_ops.front().size());
+    qp->held_ops.pop_front();
   }
 }
 

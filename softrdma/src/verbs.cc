@@ -52,6 +52,8 @@ void cq_push(Cq* cq, const ibv_wc& wc) {
 
 void qp_fail_locked(Qp* qp, ibv_wc_status status, bool newest_failed) {
   qp->attr.qp_state = IBV_QPS_ERR;
+  qp->held_ops.clear();
+  qp->reads_outstanding = 0;
   auto* scq = impl<Cq>(qp->pub.send_cq);
   auto* rcq = impl<Cq>(qp->pub.recv_cq);
   for (auto& w : qp->sq) {
@@ -76,7 +78,8 @@ void qp_fail_locked(Qp* qp, ibv_wc_status status, bool newest_failed) {
   qp->rq.clear();
 }
 
-void qp_attach(ibv_qp* q, const std::shared_ptr<Conn>& c, uint32_t remote_qpn, uint8_t rnr_retry) {
+void qp_attach(ibv_qp* q, const std::shared_ptr<Conn>& c, uint32_t remote_qpn, uint8_t rnr_retry,
+               const ReadDepths& depths) {
   Qp* qp = impl<Qp>(q);
   {
     std::lock_guard g(c->mu);
@@ -87,6 +90,9 @@ void qp_attach(ibv_qp* q, const std::shared_ptr<Conn>& c, uint32_t remote_qpn, u
   qp->remote_qpn = remote_qpn;
   qp->attr.dest_qp_num = remote_qpn;
   qp->attr.rnr_retry = rnr_retry;
+  qp->attr.max_rd_atomic = depths.initiator_depth;
+  qp->attr.max_dest_rd_atomic = depths.responder_resources;
+  qp->peer_max_dest_rd_atomic = depths.peer_responder_resources;
   qp->attr.qp_state = IBV_QPS_RTS;
 }
 
@@ -202,6 +208,28 @@ bool sge_ok(Qp* qp, const ibv_sge& s, bool local_write) {
          s.addr - start <= mr->pub.length - s.length;
 }
 
+// Strict mode's RDMA READ limits for the operation at msg[at..] just built: held back (with
+// everything after it) while max_rd_atomic READs are outstanding, as hardware stalls the send
+// queue; false if sending it would exceed what the peer accepted as responder (the peer would
+// refuse it: IBV_WC_REM_INV_REQ_ERR), and then the operation is dropped from msg.
+bool limit_reads(Qp* qp, bool read, std::vector<uint8_t>& msg, size_t at) {
+  if (!read && qp->held_ops.empty()) return true;
+  uint32_t limit = qp->attr.max_rd_atomic;
+  if (!qp->held_ops.empty() || (read && limit && qp->reads_outstanding >= limit)) {
+    qp->held_ops.emplace_back(msg.begin() + at, msg.end());
+    msg.resize(at);
+    return true;
+  }
+  if (qp->peer_max_dest_rd_atomic && qp->reads_outstanding >= qp->peer_max_dest_rd_atomic) {
+    log_debug("qp %u: RDMA READ beyond the peer's %u outstanding (initiator_depth too large)",
+              qp->pub.qp_num, qp->peer_max_dest_rd_atomic);
+    msg.resize(at);
+    return false;
+  }
+  qp->reads_outstanding++;
+  return true;
+}
+
 // The messages of one ibv_post_send call, written to the connection in one go when the call
 // returns (a chain such as RDMA WRITE + SEND then wakes the peer once, not once per message).
 class SendBatch {
@@ -312,6 +340,11 @@ int post_send(ibv_qp* q, ibv_send_wr* wr, ibv_send_wr** bad) {
         }
         op->hdr.len = static_cast<uint32_t>(msg.size() - at);
       }
+    }
+    if (strict_mode() && !limit_reads(qp, wr->opcode == IBV_WR_RDMA_READ, msg, at)) {
+      qp->sq.push_back(std::move(w));
+      qp_fail_locked(qp, IBV_WC_REM_INV_REQ_ERR, true);
+      continue;
     }
     qp->sq.push_back(std::move(w));
   }

@@ -152,6 +152,58 @@ TEST(Softrdma, RnrRetryWithinTheBudgetSucceeds) {
   expect_parked_send_delivered(p, 100, 1);
 }
 
+// Strict mode keeps hardware's RDMA READ limits (the tests run with SOFTRDMA_STRICT=1).
+TEST(Softrdma, ReadsBeyondInitiatorDepthWaitTheirTurn) {
+  ASSERT_TRUE(getenv("SOFTRDMA_STRICT")) << "needs SOFTRDMA_STRICT=1";
+  VerbsPair p;
+  p.a_initiator_depth = 1;
+  ASSERT_TRUE(p.connect());
+  for (int i = 0; i < 3; i++) memset(p.b.buf.data() + i * 4096, 'x' + i, 4096);
+  for (uint64_t i = 0; i < 3; i++)
+    ASSERT_EQ(post_send(p.a, IBV_WR_RDMA_READ, i + 1, 8192 + i * 4096, 4096, addr_of(p.b, i * 4096),
+                        p.b.mr->rkey),
+              0);
+  ASSERT_EQ(post_send(p.a, IBV_WR_SEND, 4, 0, 8), 0);
+  ASSERT_EQ(post_recv(p.b, 9, 65536, 64), 0);
+  auto sc = p.wait_wc(p.a, 4);
+  ASSERT_EQ(sc.size(), 4u);
+  for (size_t i = 0; i < 4; i++) {
+    EXPECT_EQ(sc[i].wr_id, i + 1);
+    EXPECT_EQ(sc[i].status, IBV_WC_SUCCESS);
+  }
+  for (int i = 0; i < 3; i++)
+    EXPECT_EQ(memcmp(p.a.buf.data() + 8192 + i * 4096, p.b.buf.data() + i * 4096, 4096), 0);
+  EXPECT_EQ(p.wait_wc(p.b, 1).size(), 1u);
+}
+
+TEST(Softrdma, ReadsBeyondThePeersResponderResourcesAreRefused) {
+  ASSERT_TRUE(getenv("SOFTRDMA_STRICT")) << "needs SOFTRDMA_STRICT=1";
+  VerbsPair p;
+  p.a_initiator_depth = 4;
+  p.b_responder_resources = 1;
+  ASSERT_TRUE(p.connect());
+  // Both in one ibv_post_send: the second goes out while the first is surely outstanding.
+  ibv_sge sge[2] = {{addr_of(p.a, 8192), 4096, p.a.mr->lkey},
+                    {addr_of(p.a, 12288), 4096, p.a.mr->lkey}};
+  ibv_send_wr wr[2] = {}, *bad = nullptr;
+  for (int i = 0; i < 2; i++) {
+    wr[i].wr_id = i + 1;
+    wr[i].opcode = IBV_WR_RDMA_READ;
+    wr[i].sg_list = &sge[i];
+    wr[i].num_sge = 1;
+    wr[i].send_flags = IBV_SEND_SIGNALED;
+    wr[i].wr.rdma.remote_addr = addr_of(p.b, 0);
+    wr[i].wr.rdma.rkey = p.b.mr->rkey;
+    wr[i].next = i == 0 ? &wr[1] : nullptr;
+  }
+  ASSERT_EQ(ibv_post_send(p.a.id->qp, wr, &bad), 0);
+  auto sc = p.wait_wc(p.a, 2);
+  ASSERT_EQ(sc.size(), 2u);
+  EXPECT_EQ(sc[0].wr_id, 1u);
+  EXPECT_EQ(sc[1].wr_id, 2u);
+  EXPECT_EQ(sc[1].status, IBV_WC_REM_INV_REQ_ERR);
+}
+
 TEST(Softrdma, ReceiveTooSmallIsLengthError) {
   VerbsPair p;
   ASSERT_TRUE(p.connect());

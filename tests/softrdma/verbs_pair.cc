@@ -55,13 +55,16 @@ bool VerbsPair::connect(uint8_t rnr_retry, int mr_access) {
   rdma_conn_param cp{};
   cp.private_data = connect_pdata.data();
   cp.private_data_len = connect_pdata.size();
-  cp.responder_resources = cp.initiator_depth = 4;
+  cp.responder_resources = 4;
+  cp.initiator_depth = a_initiator_depth;
   cp.rnr_retry_count = rnr_retry;
   if (rdma_connect(ida, &cp) || !next_event(RDMA_CM_EVENT_CONNECT_REQUEST)) return false;
   if (last_pdata.compare(0, connect_pdata.size(), connect_pdata) != 0) return false;
   if (!setup_side(b, b.id, mr_access)) return false;
   cp.private_data = accept_pdata.data();
   cp.private_data_len = accept_pdata.size();
+  cp.responder_resources = b_responder_resources;
+  cp.initiator_depth = 4;
   if (rdma_accept(b.id, &cp)) return false;
   // Either side's ESTABLISHED may come first.
   return next_event(RDMA_CM_EVENT_ESTABLISHED) && next_event(RDMA_CM_EVENT_ESTABLISHED);

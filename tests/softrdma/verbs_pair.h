@@ -32,6 +32,10 @@ class VerbsPair {
   rdma_cm_event last{};
   std::string last_pdata;
   std::string established_pdata;  // what the accepting side sent, as the active side saw it
+  // RDMA READ depths connect() offers: a's initiator_depth, b's responder_resources (the others
+  // are 4).
+  uint8_t a_initiator_depth = 4;
+  uint8_t b_responder_resources = 4;
 
   // Waits up to 5 s for the next CM event; its fields are copied into `last`.
   bool next_event(rdma_cm_event_type want, int status = 0);
