@@ -458,22 +458,16 @@ Status IserDatamover::PollForReceive(uint32_t* index, uint32_t* length, Deadline
     if (n < 0) return Status::ConnectionFailed("ibv_poll_cq failed");
     bool got = false;
     for (int i = 0; i < n; ++i) {
-      const bool recv = (wc[i].wr_id & ~0xffffffffull) == kRecvTag;
-      const uint32_t idx = static_cast<uint32_t>(wc[i].wr_id);
-      if (wc[i].status != IBV_WC_SUCCESS) {
-        return Status::ConnectionFailed(std::string("RDMA ") + (recv ? "receive" : "send") +
-                                        " failed during login: " + ibv_wc_status_str(wc[i].status));
-      }
-      if (recv) {
-        if (got) {
-          ready_receives_.push_back(idx | wc[i].byte_len << 16);
-        } else {
-          *index = idx;
-          *length = wc[i].byte_len;
-          got = true;
-        }
-      } else if ((wc[i].wr_id & ~0xffffffffull) == kSendTag) {
-        ReleaseSendSlot(idx);
+      Completion c;
+      ISER_RETURN_IF_ERROR(Classify(wc[i], &c));
+      if (c.kind == Completion::kSendDone) {
+        ReleaseSendSlot(c.index);
+      } else if (c.kind == Completion::kReceive && got) {
+        ready_receives_.push_back(c.index | c.length << 16);
+      } else if (c.kind == Completion::kReceive) {
+        *index = c.index;
+        *length = c.length;
+        got = true;
       }
     }
     if (got) return Status::OK();
@@ -612,40 +606,51 @@ void IserDatamover::DrainCompletions() {
   for (int n = kBatch; n == kBatch;) {
     n = ibv_poll_cq(cq_, kBatch, wc);
     for (int i = 0; i < n; ++i) {
-      const bool recv = (wc[i].wr_id & ~0xffffffffull) == kRecvTag;
-      const uint32_t idx = static_cast<uint32_t>(wc[i].wr_id);
-      if (wc[i].status != IBV_WC_SUCCESS) {
-        if (wc[i].status == IBV_WC_WR_FLUSH_ERR && (failed_ || stopping_)) continue;
-        char vendor[32];
-        snprintf(vendor, sizeof vendor, "0x%x", wc[i].vendor_err);
-        const uint64_t tag = wc[i].wr_id & ~0xffffffffull;
-        const char* what = recv ? "receive" : tag == kSendTag ? "send" : "STag bind/invalidate";
-        if (wc[i].status == IBV_WC_WR_FLUSH_ERR) {
-          // The first sign of a queue pair moved to the error state by the other side.
-          Fail(Status::ConnectionFailed(
-              "the RDMA queue pair went to the error state (our " + std::string(what) +
-              " was flushed): the target broke the connection or accessed memory through an "
-              "STag it was not given"));
-        } else {
-          Fail(Status::ConnectionFailed(std::string("RDMA ") + what + " completed with " +
-                                        ibv_wc_status_str(wc[i].status) + " (vendor error " +
-                                        vendor + ")"));
-        }
-        continue;
-      }
-      if (recv && (wc[i].wc_flags & IBV_WC_WITH_INV)) {
-        // Our connect request said we accept no Send-with-Invalidate (iser-protocol.md §4.3).
-        char rkey[16];
-        snprintf(rkey, sizeof rkey, "0x%x", wc[i].invalidated_rkey);
-        Fail(Status::ProtocolError("the target sent a Send-with-Invalidate (STag " +
-                                   std::string(rkey) + ") although we declined them"));
-      } else if (recv) {
-        if (!failed_) HandleReceive(idx, wc[i].byte_len);
-      } else if ((wc[i].wr_id & ~0xffffffffull) == kSendTag) {
-        ReleaseSendSlot(idx);
+      Completion c;
+      Status st = Classify(wc[i], &c);
+      if (!st.ok()) {
+        Fail(std::move(st));
+      } else if (c.kind == Completion::kReceive && !failed_) {
+        HandleReceive(c.index, c.length);
+      } else if (c.kind == Completion::kSendDone) {
+        ReleaseSendSlot(c.index);
       }
     }
   }
+}
+
+Status IserDatamover::Classify(const ibv_wc& wc, Completion* out) const {
+  const uint64_t tag = wc.wr_id & ~0xffffffffull;
+  const bool recv = tag == kRecvTag;
+  if (wc.status != IBV_WC_SUCCESS) {
+    if (wc.status == IBV_WC_WR_FLUSH_ERR && (failed_ || stopping_)) return Status::OK();
+    const char* what = recv ? "receive" : tag == kSendTag ? "send" : "STag bind/invalidate";
+    if (wc.status == IBV_WC_WR_FLUSH_ERR) {
+      // The first sign of a queue pair moved to the error state by the other side.
+      return Status::ConnectionFailed(
+          "the RDMA queue pair went to the error state (our " + std::string(what) +
+          " was flushed): the target broke the connection or accessed memory through an STag it "
+          "was not given");
+    }
+    char vendor[32];
+    snprintf(vendor, sizeof vendor, "0x%x", wc.vendor_err);
+    return Status::ConnectionFailed(std::string("RDMA ") + what + " completed with " +
+                                    ibv_wc_status_str(wc.status) + " (vendor error " + vendor +
+                                    ")");
+  }
+  if (recv && (wc.wc_flags & IBV_WC_WITH_INV)) {
+    // Our connect request said we accept no Send-with-Invalidate (iser-protocol.md §4.3).
+    char rkey[16];
+    snprintf(rkey, sizeof rkey, "0x%x", wc.invalidated_rkey);
+    return Status::ProtocolError("the target sent a Send-with-Invalidate (STag " +
+                                 std::string(rkey) + ") although we declined them");
+  }
+  out->index = static_cast<uint32_t>(wc.wr_id);
+  out->length = wc.byte_len;
+  out->kind = recv              ? Completion::kReceive
+              : tag == kSendTag ? Completion::kSendDone
+                                : Completion::kNothing;
+  return Status::OK();
 }
 
 Status IserDatamover::DecodeReceive(uint32_t index, uint32_t length, Bhs* bhs,

@@ -95,6 +95,14 @@ class IserDatamover final : public Datamover {
   Status CheckMemlock(size_t bytes) const;
   Status PostReceive(uint32_t index);
   Status WaitCmEvent(rdma_cm_event_type want, Deadline deadline, const char* what);
+  // What one work completion means: a receive to handle, a send slot to release, nothing (a
+  // flush after we failed or stopped, a bind or invalidate), or an error ending the connection.
+  struct Completion {
+    enum Kind { kNothing, kReceive, kSendDone } kind = kNothing;
+    uint32_t index = 0;
+    uint32_t length = 0;
+  };
+  Status Classify(const ibv_wc& wc, Completion* out) const;
   // Processes completions until one receive arrives (login phase) or the deadline passes.
   Status PollForReceive(uint32_t* index, uint32_t* length, Deadline deadline);
   void Run();
