@@ -10,8 +10,6 @@ here=$(cd "$(dirname "$0")" && pwd)
 . "$here/tgt-lib.sh"
 . "$here/pcap-lib.sh"
 need tshark
-# softrdma keeps destroyed verbs objects (quarantine): not leaks of the sanitized iser-connect.
-export LSAN_OPTIONS="suppressions=$here/../harness/lsan-softrdma.supp:print_suppressions=0"
 export SOFTRDMA_PCAP=$WORK/iser.pcap
 start_tgtd 16
 URL="iser://127.0.0.1:3260/$IQN/1"
