@@ -107,6 +107,18 @@ class ShutdownSignalsBlocked {
   bool blocked_ = true;
 };
 
+// Once the FUSE loop has ended, a second SIGTERM (timeout(1) and process-group kills send one to
+// the whole group, systemd may repeat it) must not kill the process before the SYNCHRONIZE CACHE
+// and the logout: the shutdown signals are ignored from then on. libfuse's
+// fuse_remove_signal_handlers restores a signal only while its own handler is installed, so it
+// leaves these alone.
+void IgnoreShutdownSignals() {
+  struct sigaction ignore {};
+  ignore.sa_handler = SIG_IGN;
+  sigemptyset(&ignore.sa_mask);
+  for (int sig : {SIGINT, SIGTERM, SIGHUP}) sigaction(sig, &ignore, nullptr);
+}
+
 // Drains nothing itself: by the time it runs, the FUSE loop has joined its workers, so every
 // request has completed. Makes the data durable, then logs out.
 Status FlushAndLogOut(Session& session, std::vector<LunFile>& files, bool read_only) {
@@ -184,6 +196,7 @@ Status Serve(const MountOptions& o, const std::string& mountpoint, ReadyReporter
     fuse_loop_cfg_destroy(loop);
     if (rc < 0) result = Status::IoError(std::string("FUSE loop: ") + std::strerror(-rc));
   }
+  IgnoreShutdownSignals();
   fuse_remove_signal_handlers(se);
   fuse_session_unmount(se);
   Status st = FlushAndLogOut(**session, fs.files(), read_only);

@@ -69,6 +69,25 @@ wait $fg || fail "foreground mount exited non-zero after SIGTERM"
 fuse_assert_unmounted "$MNT"
 echo "foreground: ok"
 
+# A second SIGTERM while the flush and logout are under way (tgtd paused to hold them there)
+# must not kill the mount before they finish.
+"$ISER_FUSE_MOUNT" "$(fuse_url 1)" "$MNT" -f >"$FUSE_DIR/twice.log" 2>&1 &
+fg=$!
+for i in $(seq 1 100); do grep -qs " $MNT " /proc/mounts && break; sleep 0.1; done
+[ -f "$MNT/lun1" ] || fail "foreground mount shows no lun1"
+kill -STOP "$TGT_PID"
+kill -TERM $fg
+for i in $(seq 1 50); do grep -qs " $MNT " /proc/mounts || break; sleep 0.1; done
+kill -TERM $fg
+sleep 0.3
+kill -CONT "$TGT_PID"
+rc=0
+wait $fg || rc=$?
+[ $rc -eq 0 ] || fail "a second SIGTERM during the shutdown: exit $rc: $(cat "$FUSE_DIR/twice.log")"
+fuse_assert_unmounted "$MNT"
+fuse_assert_logged_out
+echo "second SIGTERM during shutdown: clean exit, logged out"
+
 # expect_error "what" "message regexp" ARGS...: the mount fails, non-zero, with that message.
 expect_error() {
   local what=$1 re=$2 rc=0
