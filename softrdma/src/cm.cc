@@ -78,11 +78,6 @@ socklen_t rendezvous(const sockaddr_storage& a, bool wildcard, int family, socka
   return offsetof(sockaddr_un, sun_path) + 1 + n;
 }
 
-bool env_flag(const char* name) {
-  const char* v = getenv(name);
-  return v && *v && *v != '0';
-}
-
 // The TCP port of RDMA CM port `port`, or 0 when there is none.
 uint16_t tcp_port(uint16_t port) {
   const char* v = getenv("SOFTRDMA_TCP_PORT_OFFSET");
@@ -173,8 +168,7 @@ void push_event(CmIdImpl* id, rdma_cm_event_type type, int status, CmIdImpl* lis
 const uint8_t probe_byte = 1;
 
 bool can_reach(pid_t pid, uint64_t addr) {
-  const char* off = getenv("SOFTRDMA_NO_CMA");
-  if ((off && *off && *off != '0') || pid <= 0) return false;
+  if (env_on("SOFTRDMA_NO_CMA") || pid <= 0) return false;
   uint8_t b = 0;
   iovec local{&b, 1}, remote{reinterpret_cast<void*>(addr), 1};
   bool ok = process_vm_readv(pid, &local, 1, &remote, 1, 0) == 1 && b == 1;
@@ -483,7 +477,7 @@ static int try_connect(const sockaddr_storage& dst, int tcp_timeout_ms) {
     int family;
   } order[] = {{false, fam}, {true, fam}, {true, AF_INET6}};
   for (auto& o : order) {
-    if (env_flag("SOFTRDMA_VIA_TCP")) break;
+    if (env_on("SOFTRDMA_VIA_TCP")) break;
     if (o.family == AF_INET6 && fam == AF_INET && !o.wild) continue;
     sockaddr_un un;
     socklen_t len = rendezvous(dst, o.wild, o.family, &un);

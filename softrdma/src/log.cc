@@ -6,11 +6,13 @@
 
 namespace softrdma {
 
+bool env_on(const char* name) {
+  const char* v = getenv(name);
+  return v && *v && *v != '0';
+}
+
 bool debug_enabled() {
-  static const bool on = [] {
-    const char* v = getenv("SOFTRDMA_DEBUG");
-    return v && *v && *v != '0';
-  }();
+  static const bool on = env_on("SOFTRDMA_DEBUG");
   return on;
 }
 

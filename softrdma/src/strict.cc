@@ -11,13 +11,10 @@
 #include <cstring>
 #include <vector>
 
+#include "log.h"
+
 namespace softrdma {
 namespace {
-
-bool env_on(const char* name) {
-  const char* v = getenv(name);
-  return v && *v && *v != '0';
-}
 
 std::atomic<uint64_t> locked_bytes{0};
 
