@@ -9,7 +9,6 @@
 // is unknown, so payloads travel in the stream. SOFTRDMA_VIA_TCP=1 skips the local rendezvous.
 #include <arpa/inet.h>
 #include <netdb.h>
-#include <netinet/tcp.h>
 #include <poll.h>
 #include <sys/eventfd.h>
 #include <sys/socket.h>
@@ -55,10 +54,13 @@ bool is_wildcard(const sockaddr_storage& a) {
   return reinterpret_cast<const sockaddr_in&>(a).sin_addr.s_addr == INADDR_ANY;
 }
 
+socklen_t addr_len(int family) {
+  return family == AF_INET6 ? sizeof(sockaddr_in6) : sizeof(sockaddr_in);
+}
+
 void copy_addr(sockaddr_storage& to, const sockaddr* from) {
   memset(&to, 0, sizeof to);
-  if (from)
-    memcpy(&to, from, from->sa_family == AF_INET6 ? sizeof(sockaddr_in6) : sizeof(sockaddr_in));
+  if (from) memcpy(&to, from, addr_len(from->sa_family));
 }
 
 socklen_t rendezvous(const sockaddr_storage& a, bool wildcard, int family, sockaddr_un* un) {
@@ -86,19 +88,26 @@ uint16_t tcp_port(uint16_t port) {
   return static_cast<uint16_t>(port + offset);
 }
 
+// A nonblocking TCP socket for RDMA CM address `rdma`, and *tcp that address with its TCP port;
+// -1 when the port has none.
+int tcp_socket(const sockaddr_storage& rdma, sockaddr_storage* tcp) {
+  uint16_t port = tcp_port(port_of(rdma));
+  if (port == 0) return -1;
+  *tcp = rdma;
+  set_port(*tcp, port);
+  return socket(rdma.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+}
+
 // A TCP listener on the listener's address (wildcard included) at its TCP port, or -1.
 int tcp_listen(const sockaddr_storage& src, int backlog) {
-  uint16_t port = tcp_port(port_of(src));
-  if (port == 0) return -1;
-  int fd = socket(src.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+  sockaddr_storage a;
+  int fd = tcp_socket(src, &a);
   if (fd < 0) return -1;
   int one = 1;
   setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-  sockaddr_storage a = src;
-  set_port(a, port);
-  socklen_t len = src.ss_family == AF_INET6 ? sizeof(sockaddr_in6) : sizeof(sockaddr_in);
-  if (bind(fd, reinterpret_cast<sockaddr*>(&a), len) != 0 || listen(fd, backlog) != 0) {
-    log_warn("no TCP listener on port %u for other hosts: %s", port, strerror(errno));
+  if (bind(fd, reinterpret_cast<sockaddr*>(&a), addr_len(a.ss_family)) != 0 ||
+      listen(fd, backlog) != 0) {
+    log_warn("no TCP listener on port %u for other hosts: %s", port_of(a), strerror(errno));
     close(fd);
     return -1;
   }
@@ -107,14 +116,10 @@ int tcp_listen(const sockaddr_storage& src, int backlog) {
 
 // Connects to dst's TCP port within timeout_ms; -1 if refused or too slow.
 int tcp_connect(const sockaddr_storage& dst, int timeout_ms) {
-  uint16_t port = tcp_port(port_of(dst));
-  if (port == 0) return -1;
-  int fd = socket(dst.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+  sockaddr_storage a;
+  int fd = tcp_socket(dst, &a);
   if (fd < 0) return -1;
-  sockaddr_storage a = dst;
-  set_port(a, port);
-  socklen_t len = dst.ss_family == AF_INET6 ? sizeof(sockaddr_in6) : sizeof(sockaddr_in);
-  int err = connect(fd, reinterpret_cast<sockaddr*>(&a), len) == 0 ? 0 : errno;
+  int err = connect(fd, reinterpret_cast<sockaddr*>(&a), addr_len(a.ss_family)) == 0 ? 0 : errno;
   if (err == EINPROGRESS) {
     pollfd p{fd, POLLOUT, 0};
     socklen_t el = sizeof err;
@@ -123,12 +128,10 @@ int tcp_connect(const sockaddr_storage& dst, int timeout_ms) {
               : ETIMEDOUT;
   }
   if (err != 0) {
-    log_debug("TCP connect to port %u: %s", port, strerror(err));
+    log_debug("TCP connect to port %u: %s", port_of(a), strerror(err));
     close(fd);
     return -1;
   }
-  int one = 1;
-  setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
   return fd;
 }
 
@@ -470,6 +473,15 @@ void rdma_destroy_qp(rdma_cm_id* pub) {
   pub->qp = nullptr;
 }
 
+// What rdma_connect and rdma_accept keep of their own connection parameters for the QP.
+static void take_conn_param(CmIdImpl* id, const rdma_conn_param* param) {
+  id->rnr_retry = param ? param->rnr_retry_count : 7;
+  if (param) {
+    id->read_depths.initiator_depth = param->initiator_depth;
+    id->read_depths.responder_resources = param->responder_resources;
+  }
+}
+
 static int try_connect(const sockaddr_storage& dst, int tcp_timeout_ms) {
   int fam = dst.ss_family;
   struct {
@@ -495,11 +507,7 @@ int rdma_connect(rdma_cm_id* pub, rdma_conn_param* param) {
     errno = EINVAL;
     return -1;
   }
-  id->rnr_retry = param ? param->rnr_retry_count : 7;
-  if (param) {
-    id->read_depths.initiator_depth = param->initiator_depth;
-    id->read_depths.responder_resources = param->responder_resources;
-  }
+  take_conn_param(id, param);
   // Real address and route resolution take milliseconds, time in which a server that closes
   // and reopens its listener between connections (perftest -R does) is back; softrdma's are
   // instant, so a connect finding no listener keeps trying for half a second before REJECTED.
@@ -528,11 +536,7 @@ int rdma_accept(rdma_cm_id* pub, rdma_conn_param* param) {
     errno = EINVAL;
     return -1;
   }
-  id->rnr_retry = param ? param->rnr_retry_count : 7;
-  if (param) {
-    id->read_depths.initiator_depth = param->initiator_depth;
-    id->read_depths.responder_resources = param->responder_resources;
-  }
+  take_conn_param(id, param);
   if (pub->qp) qp_attach(pub->qp, id->conn, id->remote_qpn, id->rnr_retry, id->read_depths);
   id->state = IdState::Accepting;
   send_connect(id->conn, Msg::Rep, id, param);
