@@ -32,13 +32,19 @@ uint32_t random_u32() {
   return rng();
 }
 
+// Something changed on the CQ (a completion, its destruction): wakes the threads sleeping in
+// poll_cq_adaptive on it.
+static void cq_changed(Cq* cq) {
+  cq->pushes.fetch_add(1);
+  if (cq->sleepers.load() > 0)
+    syscall(SYS_futex, &cq->pushes, FUTEX_WAKE_PRIVATE, INT32_MAX, nullptr, nullptr, 0);
+}
+
 void cq_push(Cq* cq, const ibv_wc& wc) {
   std::lock_guard g(cq->mu);
   if (cq->destroyed) return;
   cq->entries.push_back(wc);
-  cq->pushes.fetch_add(1);
-  if (cq->sleepers.load() > 0)
-    syscall(SYS_futex, &cq->pushes, FUTEX_WAKE_PRIVATE, INT32_MAX, nullptr, nullptr, 0);
+  cq_changed(cq);
   if (!cq->armed || !cq->pub.channel) return;
   cq->armed = false;
   auto* ch = impl<Channel>(cq->pub.channel);
@@ -122,8 +128,8 @@ int poll_cq_locked(ibv_cq* c, int n, ibv_wc* wc) {
   return i;
 }
 
-// A busy-polling caller (perftest) would keep the threads that produce its completions (the
-// loop thread, the copy helpers) off the CPU when cores are few. So an empty poll yields, and
+// A busy-polling caller (perftest) would keep the loop threads that produce its completions off
+// the CPU when cores are few. So an empty poll yields, and
 // once a thread has found every CQ it polled empty kBusyPolls times in a row, the next empty
 // poll sleeps until a completion is pushed to that CQ or kIdleSleepNs pass. Callers that poll
 // after a completion event see at most two empty polls in a row and never sleep.
@@ -331,7 +337,7 @@ int post_send(ibv_qp* q, ibv_send_wr* wr, ibv_send_wr** bad) {
       if (wr->opcode == IBV_WR_RDMA_READ) {
         w.read_sge.assign(wr->sg_list, wr->sg_list + wr->num_sge);
       } else {
-        // The responder cannot pull: the payload follows the message.
+        // The payload follows the message (the responder cannot pull it, or it is small).
         for (size_t i = 0; i < nsge; i++) {
           const auto* p = reinterpret_cast<const uint8_t*>(op->sge[i].addr);
           const uint64_t len = op->sge[i].len;
@@ -474,8 +480,7 @@ int ibv_destroy_cq(ibv_cq* c) {
   if (cq->destroyed) return 0;
   cq->destroyed = true;
   cq->entries.clear();
-  cq->pushes.fetch_add(1);
-  syscall(SYS_futex, &cq->pushes, FUTEX_WAKE_PRIVATE, INT32_MAX, nullptr, nullptr, 0);
+  cq_changed(cq);
   if (c->channel) c->channel->refcnt--;
   return 0;
 }
