@@ -32,10 +32,8 @@ on_b ip addr add 10.91.0.2/24 dev veth-b
 on_b ip link set veth-b up
 
 export TGT_ADDR=10.91.0.1
-tgt_start
+start_tgtd 64
 trap stop_all EXIT
-tgt_target 1 "$IQN"
-tgt_lun 1 1 64M
 
 out=$(on_b timeout 20 "$SOFTRDMA_RUN" "$CLI" -i "$INITIATOR" discover -p 10.91.0.1 2>&1) ||
   { echo "$out"; echo "FAIL: discovery from host B"; exit 1; }
