@@ -3,9 +3,8 @@
 // payload with cross-memory attach, and acknowledges. Ordering: operations are handled in PSN order
 // per connection, except that SENDs without a posted receive are parked (RNR) while RDMA READ/WRITE
 // behind them proceed, so a target waiting for READ data before reposting receives cannot stall.
-#include <sys/uio.h>
-
 #include <sys/timerfd.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
 #include <cerrno>
