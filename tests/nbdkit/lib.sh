@@ -39,7 +39,6 @@ need nbdkit
 [ -f "$NBD_PLUGIN" ] || fail "no plugin at $NBD_PLUGIN"
 
 NBD_ENV=()
-NBD_WRAP=()  # a command nbdkit runs under, e.g. softrdma-run
 if readelf -d "$NBD_PLUGIN" | grep -q 'NEEDED.*libasan'; then
   NBD_ENV=(LD_PRELOAD="$(gcc -print-file-name=libasan.so)" ASAN_OPTIONS=detect_leaks=0)
 fi
@@ -81,7 +80,7 @@ nbd_start() {
   NBD_DIR=$(mktemp -d /tmp/iser-nbdkit.XXXXXX)
   NBD_SOCK=$NBD_DIR/sock
   trap nbd_cleanup EXIT
-  env "${NBD_ENV[@]}" timeout 600 "${NBD_WRAP[@]}" nbdkit -f -U "$NBD_SOCK" -P "$NBD_DIR/pid" "${opts[@]}" \
+  env "${NBD_ENV[@]}" timeout 600 nbdkit -f -U "$NBD_SOCK" -P "$NBD_DIR/pid" "${opts[@]}" \
     "$NBD_PLUGIN" "$@" 2>"$NBD_DIR/log" &
   NBD_PID=$!
   local i
