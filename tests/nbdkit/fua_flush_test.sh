@@ -13,38 +13,20 @@ tgt_lun 1 1 64M
 nbd_start -v -- iscsi://127.0.0.1:$TGT_PORT/iqn.2026-11.test:disk
 
 WORK=$(mktemp -d /tmp/iser-fua.XXXXXX)
-TSHARK_PID=
-stop_capture() {
-  [ -n "$TSHARK_PID" ] || return 0
-  kill -INT "$TSHARK_PID" 2>/dev/null || true
-  wait "$TSHARK_PID" 2>/dev/null || true
-  TSHARK_PID=
-}
-trap 'stop_capture; rm -rf "$WORK"; nbd_cleanup' EXIT
+. "$NBD_LIB_DIR/../harness/capture.sh"
+trap 'capture_stop; rm -rf "$WORK"; nbd_cleanup' EXIT
 
-timeout 60 tshark -i lo -f "tcp port $TGT_PORT" -w "$WORK/cap.pcap" 2>"$WORK/tshark.err" &
-TSHARK_PID=$!
-for i in $(seq 1 100); do
-  grep -q Capturing "$WORK/tshark.err" && break
-  kill -0 "$TSHARK_PID" 2>/dev/null || fail "tshark: $(cat "$WORK/tshark.err")"
-  sleep 0.1
-done
+capture_start "$TGT_PORT" "$WORK"
 # Three steps, each completed before the next: FUA write at LBA 2048, plain write at LBA 4096,
 # flush. Write-back, or qemu-io would set FUA on every write.
 timeout 60 qemu-io -t writeback -f raw "$(nbd_uri 1)" -c 'write -f -P 0x11 1M 64k' -c 'write -P 0x22 2M 64k' \
   -c flush >/dev/null
-sleep 0.5
-stop_capture
+capture_stop
 
-decode() {
-  tshark -r "$WORK/cap.pcap" -d tcp.port==$TGT_PORT,iscsi "$@" 2>/dev/null
-}
-fua_lbas=$(decode -Y 'scsi_sbc.fua == 1' -T fields -e scsi_sbc.rdwr10.lba -e scsi_sbc.rdwr16.lba |
-  tr -s ',\t' '\n\n' | sort -u | tr '\n' ' ')
-syncs=$(decode -Y 'scsi_sbc.opcode == 0x35 || scsi_sbc.opcode == 0x91' | wc -l)
-bad=$(decode -Y '_ws.malformed || _ws.expert.severity >= "error"' | wc -l)
-echo "FUA writes at LBA: $fua_lbas; frames with SYNCHRONIZE CACHE: $syncs; bad frames: $bad"
-[ "$bad" -eq 0 ] || { decode -Y '_ws.malformed || _ws.expert.severity >= "error"'; fail "capture has errors"; }
+fua_lbas=$(capture_fua_lbas)
+syncs=$(capture_count 'scsi_sbc.opcode == 0x35 || scsi_sbc.opcode == 0x91')
+echo "FUA writes at LBA: $fua_lbas; frames with SYNCHRONIZE CACHE: $syncs"
+capture_assert_clean
 [ "$syncs" -ge 1 ] || fail "no SYNCHRONIZE CACHE on the wire"
 if grep -q 'LUN 1: .*dpofua=1' "$NBD_DIR/log"; then
   [ "$fua_lbas" = "2048 " ] || fail "FUA bit on LBAs '$fua_lbas', expected only 2048"
