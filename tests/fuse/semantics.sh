@@ -2,7 +2,7 @@
 # File semantics of a LUN file: exact sizes for every LUN of a target (the controller LUN 0 is not
 # shown), a LUN URL shows one file, st_blksize is the physical block, fixed size (truncate and
 # create refused with EPERM), writes past the end fail with ENOSPC, O_DSYNC writes and fsync work,
-# a read-only LUN is read-only.
+# a read-only LUN is read-only; `iser-connect mount` (the CLI) mounts the same files.
 set -euo pipefail
 . "$(dirname "$0")/lib.sh"
 fuse_setup
@@ -55,3 +55,23 @@ grep -qs " $MNT fuse.iser-connect ro," /proc/mounts || fail "all-read-only mount
 cmp -n $((8 << 20)) "$MNT/lun1" "$(tgt_lun_file 2 1)" || fail "read of a read-only LUN"
 fuse_unmount "$MNT"
 echo "read-only LUN: ok"
+
+# The same through the CLI, `iser-connect mount`, with its global options.
+[ -x "${ISER_CONNECT:-}" ] || fail "ISER_CONNECT must name the iser-connect binary"
+pidfile=$FUSE_DIR/cli.pid
+FUSE_MOUNTS+=("$MNT")
+timeout 60 "$ISER_CONNECT" mount -i iqn.2026-11.test:fuse-cli "$(fuse_url 1)" "$MNT" \
+  --pidfile "$pidfile" || fail "iser-connect mount failed"
+FUSE_PID=$(cat "$pidfile")
+FUSE_PIDS+=("$FUSE_PID")
+listing=$(cd "$MNT" && stat -c '%n %s' -- * | tr '\n' ' ')
+[ "$listing" = "lun1 67108864 lun2 10485760 lun3 3145728 " ] || fail "iser-connect mount shows: $listing"
+tgtadm --lld iscsi --op show --mode target | grep -q "Initiator: iqn.2026-11.test:fuse-cli" ||
+  fail "iser-connect mount did not log in with -i's initiator name"
+head -c 1M /dev/urandom >"$FUSE_DIR/img"
+dd if="$FUSE_DIR/img" of="$MNT/lun3" bs=256k oflag=direct conv=notrunc,fsync status=none ||
+  fail "write through iser-connect mount"
+cmp -n $((1 << 20)) "$FUSE_DIR/img" "$(tgt_lun_file 1 3)" || fail "data written through iser-connect mount"
+fuse_unmount "$MNT"
+fuse_assert_logged_out
+echo "iser-connect mount: ok"
