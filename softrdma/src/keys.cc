@@ -107,6 +107,7 @@ int mr_deregister(Mr* mr) {
   if (mr->windows) return EBUSY;
   keys().by_index.erase(mr->key >> 8);
   mr->destroyed = true;
+  mr->pd->users--;
   strict_release_registration(mr->pub.length);
   auto& retired = keys().retired_mrs;
   retired.push_back(mr);
@@ -137,6 +138,7 @@ void key_remove_mw(Mw* mw) {
   unbind_locked(mw);
   keys().by_index.erase(mw->key >> 8);
   mw->destroyed = true;
+  mw->pd->users--;
 }
 
 bool remote_access_ok(Qp* qp, uint32_t rkey, uint64_t addr, uint64_t len, int need) {

@@ -21,6 +21,7 @@ ibv_mw* alloc_mw(ibv_pd* pd, ibv_mw_type type) {
   mw->pub.pd = pd;
   mw->pub.type = type;
   key_add_mw(mw);
+  mw->pd->users++;
   log_debug("ibv_alloc_mw type %d -> key 0x%x", type, mw->key);
   return &mw->pub;
 }

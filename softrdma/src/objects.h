@@ -27,6 +27,9 @@ struct Channel {
 
 struct Pd {
   ibv_pd pub;
+  // Live MRs, memory windows and QPs in this PD: ibv_dealloc_pd fails with EBUSY while any
+  // remain, as the kernel's use count makes it on hardware.
+  std::atomic<int> users{0};
   bool destroyed = false;
 };
 
@@ -62,6 +65,8 @@ struct Cq {
   // A futex word bumped by every push, and the number of threads sleeping on it in ibv_poll_cq.
   std::atomic<uint32_t> pushes{0};
   std::atomic<int> sleepers{0};
+  // Live QPs that use this CQ (once per role): ibv_destroy_cq fails with EBUSY while any remain.
+  std::atomic<int> qps{0};
   int capacity;
   bool armed = false;
   bool destroyed = false;

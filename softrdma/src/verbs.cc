@@ -404,7 +404,13 @@ ibv_pd* ibv_alloc_pd(ibv_context* ctx) {
 }
 
 int ibv_dealloc_pd(ibv_pd* pd) {
-  impl<Pd>(pd)->destroyed = true;
+  Pd* p = impl<Pd>(pd);
+  if (const int users = p->users.load()) {
+    log_debug("ibv_dealloc_pd %p: EBUSY, %d MRs, windows or QPs still in it", static_cast<void*>(p),
+              users);
+    return EBUSY;
+  }
+  p->destroyed = true;
   return 0;
 }
 
@@ -431,6 +437,7 @@ ibv_mr* ibv_reg_mr(ibv_pd* pd, void* addr, size_t length, int access) {
   mr->pub.addr = addr;
   mr->pub.length = length;
   key_add_mr(mr);
+  mr->pd->users++;
   log_debug("ibv_reg_mr %p+%zu access 0x%x -> key 0x%x", addr, length, access, mr->key);
   return &mr->pub;
 }
@@ -478,6 +485,10 @@ int ibv_destroy_cq(ibv_cq* c) {
   Cq* cq = impl<Cq>(c);
   std::lock_guard g(cq->mu);
   if (cq->destroyed) return 0;
+  if (const int qps = cq->qps.load()) {
+    log_debug("ibv_destroy_cq %p: EBUSY, %d QP uses", static_cast<void*>(cq), qps);
+    return EBUSY;
+  }
   cq->destroyed = true;
   cq->entries.clear();
   cq_changed(cq);
@@ -527,6 +538,9 @@ ibv_qp* ibv_create_qp(ibv_pd* pd, ibv_qp_init_attr* attr) {
   qp->attr.qp_state = IBV_QPS_RESET;
   qp->attr.cap = attr->cap;
   qp->attr.path_mtu = IBV_MTU_4096;
+  impl<Pd>(pd)->users++;
+  impl<Cq>(attr->send_cq)->qps++;
+  impl<Cq>(attr->recv_cq)->qps++;
   log_debug("ibv_create_qp -> qpn %u", qp->pub.qp_num);
   return &qp->pub;
 }
@@ -568,7 +582,11 @@ int ibv_destroy_qp(ibv_qp* q) {
   std::shared_ptr<Conn> c;
   {
     std::lock_guard g(qp->mu);
+    if (qp->destroyed) return 0;
     qp->destroyed = true;
+    impl<Pd>(q->pd)->users--;
+    impl<Cq>(qp->init.send_cq)->qps--;
+    impl<Cq>(qp->init.recv_cq)->qps--;
     qp->sq.clear();
     qp->rq.clear();
     c = std::move(qp->conn);

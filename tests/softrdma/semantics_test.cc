@@ -307,6 +307,43 @@ TEST(Softrdma, StrictModeRefusesToRegisterUnmappedMemory) {
   ibv_free_device_list(list);
 }
 
+// The kernel counts what uses a PD and a CQ: destroying one still in use fails with EBUSY (a
+// program that tears down out of order fails on hardware, so it must fail here too) and succeeds
+// once its users are gone.
+TEST(Softrdma, DestroyingAPdOrCqStillInUseIsBusy) {
+  int n;
+  ibv_device** list = ibv_get_device_list(&n);
+  ASSERT_GE(n, 1);
+  ibv_context* ctx = ibv_open_device(list[0]);
+  ibv_pd* pd = ibv_alloc_pd(ctx);
+  ibv_cq* cq = ibv_create_cq(ctx, 16, nullptr, nullptr, 0);
+  ASSERT_NE(cq, nullptr);
+  std::vector<char> buf(4096);
+  ibv_mr* mr = ibv_reg_mr(pd, buf.data(), buf.size(), IBV_ACCESS_LOCAL_WRITE);
+  ASSERT_NE(mr, nullptr);
+  ibv_mw* mw = ibv_alloc_mw(pd, IBV_MW_TYPE_2);
+  ASSERT_NE(mw, nullptr);
+  ibv_qp_init_attr attr{};
+  attr.send_cq = attr.recv_cq = cq;
+  attr.qp_type = IBV_QPT_RC;
+  attr.cap.max_send_wr = attr.cap.max_recv_wr = 4;
+  attr.cap.max_send_sge = attr.cap.max_recv_sge = 1;
+  ibv_qp* qp = ibv_create_qp(pd, &attr);
+  ASSERT_NE(qp, nullptr);
+
+  EXPECT_EQ(ibv_dealloc_pd(pd), EBUSY);
+  EXPECT_EQ(ibv_destroy_cq(cq), EBUSY);
+  EXPECT_EQ(ibv_destroy_qp(qp), 0);
+  EXPECT_EQ(ibv_destroy_cq(cq), 0);
+  EXPECT_EQ(ibv_dealloc_pd(pd), EBUSY) << "an MR and a window are still in the PD";
+  EXPECT_EQ(ibv_dereg_mr(mr), 0);
+  EXPECT_EQ(ibv_dealloc_pd(pd), EBUSY) << "a window is still in the PD";
+  EXPECT_EQ(ibv_dealloc_mw(mw), 0);
+  EXPECT_EQ(ibv_dealloc_pd(pd), 0);
+  ibv_close_device(ctx);
+  ibv_free_device_list(list);
+}
+
 // Bytes the program has allocated and not freed (ASan keeps freed blocks for a while, so the
 // resident size would not tell).
 size_t heap_in_use() {

@@ -64,6 +64,13 @@ std::string RejectReason(int status) {
   return "reject reason " + std::to_string(status);
 }
 
+// A verb that releases an object fails with EBUSY when something still uses the object: the
+// object leaks, which a warning makes visible (softrdma enforces the order as hardware does).
+void WarnIfReleaseFailed(const char* verb, int rc) {
+  if (rc != 0)
+    Log(LogLevel::kWarning, std::string("iSER teardown: ") + verb + ": " + std::strerror(rc));
+}
+
 uint8_t* AllocateRegion(size_t bytes) {
   void* p = nullptr;
   if (posix_memalign(&p, 4096, bytes) != 0) return nullptr;
@@ -853,19 +860,21 @@ void IserDatamover::Teardown() {
   }
   if (qp_created_) rdma_destroy_qp(id_);
   for (Exposure& e : by_itt_) {
-    if (e.io_mr) ibv_dereg_mr(e.io_mr);
+    if (e.io_mr) WarnIfReleaseFailed("ibv_dereg_mr", ibv_dereg_mr(e.io_mr));
   }
   by_itt_.clear();
   for (DataSlot& d : data_slots_) {
-    if (d.mw) ibv_dealloc_mw(d.mw);
-    if (d.base_mr) ibv_dereg_mr(d.base_mr);
+    if (d.mw) WarnIfReleaseFailed("ibv_dealloc_mw", ibv_dealloc_mw(d.mw));
+    if (d.base_mr) WarnIfReleaseFailed("ibv_dereg_mr", ibv_dereg_mr(d.base_mr));
   }
   data_slots_.clear();
-  if (recv_mr_) ibv_dereg_mr(recv_mr_);
-  if (send_mr_) ibv_dereg_mr(send_mr_);
-  if (cq_) ibv_destroy_cq(cq_);
-  if (comp_channel_) ibv_destroy_comp_channel(comp_channel_);
-  if (pd_) ibv_dealloc_pd(pd_);
+  if (recv_mr_) WarnIfReleaseFailed("ibv_dereg_mr", ibv_dereg_mr(recv_mr_));
+  if (send_mr_) WarnIfReleaseFailed("ibv_dereg_mr", ibv_dereg_mr(send_mr_));
+  if (cq_) WarnIfReleaseFailed("ibv_destroy_cq", ibv_destroy_cq(cq_));
+  if (comp_channel_) {
+    WarnIfReleaseFailed("ibv_destroy_comp_channel", ibv_destroy_comp_channel(comp_channel_));
+  }
+  if (pd_) WarnIfReleaseFailed("ibv_dealloc_pd", ibv_dealloc_pd(pd_));
   if (id_) rdma_destroy_id(id_);
   if (cm_channel_) rdma_destroy_event_channel(cm_channel_);
   for (int fd : {epoll_fd_, wake_fd_, timer_fd_}) {
