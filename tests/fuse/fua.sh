@@ -37,19 +37,12 @@ os.close(fd)
 PY
 capture_stop
 
-fua_lbas=$(capture_fua_lbas)
-syncs=$(capture_count 'iscsi.opcode == 0x01 && (scsi_sbc.opcode == 0x35 || scsi_sbc.opcode == 0x91)')
-writes=$(capture_count 'iscsi.opcode == 0x01 && (scsi_sbc.opcode == 0x2a || scsi_sbc.opcode == 0x8a)')
-echo "WRITE commands: $writes; FUA at LBA: $fua_lbas; SYNCHRONIZE CACHE: $syncs"
 capture_assert_clean
+writes=$(capture_commands "$CAPTURE_WRITE")
 [ "$writes" -eq 3 ] || fail "expected 3 WRITE commands on the wire, saw $writes"
-if grep -q "lun1: .*FUA" "$FUSE_DIR/log"; then
-  [ "$fua_lbas" = "2048 6144 " ] || fail "FUA bit on LBAs '$fua_lbas', expected 2048 and 6144"
-  [ "$syncs" -eq 1 ] || fail "expected one SYNCHRONIZE CACHE (fsync), saw $syncs"
-else
-  [ -z "$fua_lbas" ] || fail "FUA bit sent to a LUN without DPOFUA"
-  [ "$syncs" -eq 3 ] || fail "expected 3 SYNCHRONIZE CACHE (2 emulated FUA, fsync), saw $syncs"
-fi
+dpofua=no
+grep -q "lun1: .*FUA" "$FUSE_DIR/log" && dpofua=yes
+capture_expect_durability $dpofua "2048 6144" 1  # fsync
 
 backing=$(tgt_lun_file 1 1)
 for step in "16 \\021" "32 \\042" "48 \\063"; do

@@ -4,12 +4,16 @@
 #   capture_start PORT DIR     # returns once tshark is capturing tcp port PORT into DIR/cap.pcap
 #   ... traffic ...
 #   capture_stop               # also safe to call from an EXIT trap, or twice
-#   capture_fua_lbas           # "2048 4096 ": LBAs of WRITEs with the FUA bit, sorted
+#   capture_fua_lbas           # "2048 4096": LBAs of WRITEs with the FUA bit, sorted
+#   capture_commands 'FILTER'  # SCSI Command PDUs matching a display filter, e.g. $CAPTURE_WRITE
 #   capture_count 'FILTER'     # frames matching a display filter
 #   capture_assert_clean       # no malformed frames, no expert errors
+#   capture_expect_durability yes|no "2048 4096" FLUSHES   # see below
 #
 # tshark dissects port PORT as iSCSI (it only guesses 3260), so SCSI CDBs are decoded.
 
+CAPTURE_SYNC='scsi_sbc.opcode == 0x35 || scsi_sbc.opcode == 0x91'  # SYNCHRONIZE CACHE(10/16)
+CAPTURE_WRITE='scsi_sbc.opcode == 0x2a || scsi_sbc.opcode == 0x8a'  # WRITE(10/16)
 CAPTURE_PID=
 CAPTURE_PORT=
 CAPTURE_FILE=
@@ -44,7 +48,12 @@ capture_decode() {
 
 capture_fua_lbas() {
   capture_decode -Y 'scsi_sbc.fua == 1' -T fields -e scsi_sbc.rdwr10.lba -e scsi_sbc.rdwr16.lba |
-    tr -s ',\t' '\n\n' | sed '/^$/d' | sort -un | tr '\n' ' '
+    tr -s ',\t' '\n\n' | sed '/^$/d' | sort -un | paste -sd ' '
+}
+
+# Responses repeat the command's opcode as a generated field: count only the commands.
+capture_commands() {
+  capture_count "iscsi.opcode == 0x01 && ($1)"
 }
 
 capture_count() {
@@ -57,4 +66,21 @@ capture_assert_clean() {
     capture_decode -Y "$filter" >&2
     fail "the capture has malformed frames or expert errors"
   }
+}
+
+# capture_expect_durability DPOFUA LBAS FLUSHES: on a LUN with DPOFUA (yes), exactly the WRITEs
+# at LBAS carry FUA and FLUSHES SYNCHRONIZE CACHE commands went out; without it (no), no WRITE
+# carries FUA and each of those writes costs one SYNCHRONIZE CACHE more (FUA emulated).
+capture_expect_durability() {
+  local dpofua=$1 lbas=$2 flushes=$3 fua syncs
+  fua=$(capture_fua_lbas)
+  syncs=$(capture_commands "$CAPTURE_SYNC")
+  echo "FUA on WRITEs at LBA: ${fua:-none}; SYNCHRONIZE CACHE commands: $syncs (DPOFUA: $dpofua)"
+  if [ "$dpofua" = yes ]; then
+    [ "$fua" = "$lbas" ] || fail "FUA bit on LBAs '$fua', expected '$lbas'"
+  else
+    [ -z "$fua" ] || fail "FUA bit sent to a LUN without DPOFUA"
+    flushes=$((flushes + $(wc -w <<<"$lbas")))
+  fi
+  [ "$syncs" -eq "$flushes" ] || fail "expected $flushes SYNCHRONIZE CACHE commands, saw $syncs"
 }

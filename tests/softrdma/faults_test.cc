@@ -45,11 +45,9 @@ TEST(Faults, DropAfterCutsTheConnectionLikeAPeerDeath) {
 
 TEST(Faults, FailRegMrFailsTheNthRegistration) {
   if (!getenv("SOFTRDMA_FAIL_REG_MR")) GTEST_SKIP() << "needs SOFTRDMA_FAIL_REG_MR=2";
-  int n;
-  ibv_device** list = ibv_get_device_list(&n);
-  ASSERT_GE(n, 1);
-  ibv_context* ctx = ibv_open_device(list[0]);
-  ibv_pd* pd = ibv_alloc_pd(ctx);
+  LocalDevice d;
+  ASSERT_TRUE(d.ok());
+  ibv_pd* pd = d.pd;
   static char buf[4096];
   ibv_mr* first = ibv_reg_mr(pd, buf, sizeof buf, IBV_ACCESS_LOCAL_WRITE);
   EXPECT_NE(first, nullptr);
@@ -60,9 +58,6 @@ TEST(Faults, FailRegMrFailsTheNthRegistration) {
   EXPECT_NE(third, nullptr);
   ibv_dereg_mr(first);
   ibv_dereg_mr(third);
-  ibv_dealloc_pd(pd);
-  ibv_close_device(ctx);
-  ibv_free_device_list(list);
 }
 
 TEST(Faults, DelayPostponesCompletions) {

@@ -84,19 +84,17 @@ void expect_local_failure(VerbsPair& p, Side& s, uint64_t wr_id, ibv_wc_status s
 }
 
 TEST(MemoryWindows, DeviceAdvertisesThem) {
-  int n;
-  ibv_device** list = ibv_get_device_list(&n);
-  ASSERT_GE(n, 1);
-  ibv_context* ctx = ibv_open_device(list[0]);
+  LocalDevice d;
+  ASSERT_TRUE(d.ok());
   ibv_device_attr attr;
-  ASSERT_EQ(ibv_query_device(ctx, &attr), 0);
+  ASSERT_EQ(ibv_query_device(d.ctx, &attr), 0);
   EXPECT_GE(attr.max_mw, 1024);
   EXPECT_TRUE(attr.device_cap_flags & IBV_DEVICE_MEM_WINDOW);
   EXPECT_TRUE(attr.device_cap_flags & IBV_DEVICE_MEM_WINDOW_TYPE_2B);
   ibv_device_attr_ex ex;
-  ASSERT_EQ(ibv_query_device_ex(ctx, nullptr, &ex), 0);
+  ASSERT_EQ(ibv_query_device_ex(d.ctx, nullptr, &ex), 0);
   EXPECT_EQ(ex.orig_attr.max_mw, attr.max_mw);
-  ibv_pd* pd = ibv_alloc_pd(ctx);
+  ibv_pd* pd = d.pd;
   errno = 0;
   EXPECT_EQ(ibv_alloc_mw(pd, static_cast<ibv_mw_type>(3)), nullptr);
   EXPECT_EQ(errno, EINVAL);
@@ -105,8 +103,6 @@ TEST(MemoryWindows, DeviceAdvertisesThem) {
   EXPECT_EQ(mw->type, IBV_MW_TYPE_2);
   EXPECT_EQ(mw->pd, pd);
   EXPECT_EQ(ibv_dealloc_mw(mw), 0);
-  ibv_dealloc_pd(pd);
-  ibv_free_device_list(list);
 }
 
 TEST(MemoryWindows, Type2WindowServesWritesAndReadsInsideIt) {

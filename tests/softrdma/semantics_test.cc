@@ -287,11 +287,9 @@ TEST(Softrdma, NoListenerIsRejectedWithStatus8) {
 
 TEST(Softrdma, StrictModeRefusesToRegisterUnmappedMemory) {
   if (!getenv("SOFTRDMA_STRICT")) GTEST_SKIP() << "needs SOFTRDMA_STRICT=1";
-  int n;
-  ibv_device** list = ibv_get_device_list(&n);
-  ASSERT_GE(n, 1);
-  ibv_context* ctx = ibv_open_device(list[0]);
-  ibv_pd* pd = ibv_alloc_pd(ctx);
+  LocalDevice d;
+  ASSERT_TRUE(d.ok());
+  ibv_pd* pd = d.pd;
   long page = sysconf(_SC_PAGESIZE);
   void* p = mmap(nullptr, 2 * page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   ASSERT_NE(p, MAP_FAILED);
@@ -303,20 +301,16 @@ TEST(Softrdma, StrictModeRefusesToRegisterUnmappedMemory) {
   EXPECT_NE(mr, nullptr);
   ibv_dereg_mr(mr);
   munmap(p, page);
-  ibv_dealloc_pd(pd);
-  ibv_free_device_list(list);
 }
 
 // The kernel counts what uses a PD and a CQ: destroying one still in use fails with EBUSY (a
 // program that tears down out of order fails on hardware, so it must fail here too) and succeeds
 // once its users are gone.
 TEST(Softrdma, DestroyingAPdOrCqStillInUseIsBusy) {
-  int n;
-  ibv_device** list = ibv_get_device_list(&n);
-  ASSERT_GE(n, 1);
-  ibv_context* ctx = ibv_open_device(list[0]);
-  ibv_pd* pd = ibv_alloc_pd(ctx);
-  ibv_cq* cq = ibv_create_cq(ctx, 16, nullptr, nullptr, 0);
+  LocalDevice d;
+  ASSERT_TRUE(d.ok());
+  ibv_pd* pd = d.pd;
+  ibv_cq* cq = ibv_create_cq(d.ctx, 16, nullptr, nullptr, 0);
   ASSERT_NE(cq, nullptr);
   std::vector<char> buf(4096);
   ibv_mr* mr = ibv_reg_mr(pd, buf.data(), buf.size(), IBV_ACCESS_LOCAL_WRITE);
@@ -340,8 +334,7 @@ TEST(Softrdma, DestroyingAPdOrCqStillInUseIsBusy) {
   EXPECT_EQ(ibv_dealloc_pd(pd), EBUSY) << "a window is still in the PD";
   EXPECT_EQ(ibv_dealloc_mw(mw), 0);
   EXPECT_EQ(ibv_dealloc_pd(pd), 0);
-  ibv_close_device(ctx);
-  ibv_free_device_list(list);
+  d.pd = nullptr;
 }
 
 // Bytes the program has allocated and not freed (ASan keeps freed blocks for a while, so the
@@ -357,11 +350,9 @@ size_t heap_in_use() {
 // An initiator that registers each command's buffer deregisters as many MRs as it serves I/Os:
 // softrdma must not keep every one of them.
 TEST(Softrdma, DeregisteredMrsDoNotAccumulate) {
-  int n;
-  ibv_device** list = ibv_get_device_list(&n);
-  ASSERT_GE(n, 1);
-  ibv_context* ctx = ibv_open_device(list[0]);
-  ibv_pd* pd = ibv_alloc_pd(ctx);
+  LocalDevice d;
+  ASSERT_TRUE(d.ok());
+  ibv_pd* pd = d.pd;
   std::vector<char> buf(4096);
   auto cycle = [&](int times) {
     for (int i = 0; i < times; i++) {
@@ -374,8 +365,6 @@ TEST(Softrdma, DeregisteredMrsDoNotAccumulate) {
   const size_t before = heap_in_use();
   cycle(200000);  // kept objects would be about 20 MiB
   EXPECT_LT(heap_in_use() - before, size_t{4} << 20);
-  ibv_dealloc_pd(pd);
-  ibv_free_device_list(list);
 }
 
 }  // namespace

@@ -13,6 +13,29 @@
 #include <string>
 #include <vector>
 
+// The first device, opened, and a PD in it: for tests of verbs that need no connection. A
+// constructor cannot fail a test, so check ok() with ASSERT_TRUE.
+struct LocalDevice {
+  LocalDevice() {
+    int n = 0;
+    list = ibv_get_device_list(&n);
+    if (list != nullptr && n > 0) ctx = ibv_open_device(list[0]);
+    if (ctx != nullptr) pd = ibv_alloc_pd(ctx);
+  }
+  ~LocalDevice() {
+    if (pd != nullptr) ibv_dealloc_pd(pd);
+    if (ctx != nullptr) ibv_close_device(ctx);
+    if (list != nullptr) ibv_free_device_list(list);
+  }
+  LocalDevice(const LocalDevice&) = delete;
+  LocalDevice& operator=(const LocalDevice&) = delete;
+  bool ok() const { return pd != nullptr; }
+
+  ibv_device** list = nullptr;
+  ibv_context* ctx = nullptr;
+  ibv_pd* pd = nullptr;  // a test that frees it sets this to nullptr
+};
+
 struct Side {
   rdma_cm_id* id = nullptr;
   ibv_pd* pd = nullptr;
