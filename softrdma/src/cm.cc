@@ -132,6 +132,22 @@ int tcp_connect(const sockaddr_storage& dst, int timeout_ms) {
     close(fd);
     return -1;
   }
+  // The listener greets at once; silence for a second means it is no softrdma listener.
+  char want[kTcpGreetingLength], got[kTcpGreetingLength];
+  tcp_greeting(want);
+  size_t have = 0;
+  while (have < sizeof got) {
+    pollfd p{fd, POLLIN, 0};
+    if (poll(&p, 1, 1000) != 1) break;
+    ssize_t n = recv(fd, got + have, sizeof got - have, 0);
+    if (n <= 0) break;
+    have += static_cast<size_t>(n);
+  }
+  if (have != sizeof got || memcmp(got, want, sizeof got) != 0) {
+    log_debug("TCP port %u: not a listener of this softrdma namespace", port_of(a));
+    close(fd);
+    return -1;
+  }
   return fd;
 }
 
@@ -401,7 +417,11 @@ int rdma_listen(rdma_cm_id* pub, int backlog) {
       memcpy(&pub->route.addr.src_addr, &id->src, sizeof id->src);
       listener_add(fd, id);
       id->tcp_listen_fd = tcp_listen(id->src, backlog > 0 ? backlog : 128);
-      if (id->tcp_listen_fd >= 0) listener_add(id->tcp_listen_fd, id);
+      if (id->tcp_listen_fd >= 0) {
+        char greeting[kTcpGreetingLength];
+        tcp_greeting(greeting);
+        listener_add(id->tcp_listen_fd, id, std::string(greeting, sizeof greeting));
+      }
       log_debug("rdma_listen on %s", un.sun_path + 1);
       return 0;
     }

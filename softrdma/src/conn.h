@@ -61,8 +61,9 @@ struct Conn : std::enable_shared_from_this<Conn> {
 
 // Registers a connected nonblocking socket with the loop (starting it if needed).
 std::shared_ptr<Conn> conn_add(int fd, CmIdImpl* id, bool awaiting_req);
-// Registers a listening socket; accepted sockets become Conns awaiting a REQ for `listener`.
-void listener_add(int fd, CmIdImpl* listener);
+// Registers a listening socket; accepted sockets become Conns awaiting a REQ for `listener`,
+// after `greeting` is sent on them.
+void listener_add(int fd, CmIdImpl* listener, std::string greeting = {});
 void listener_remove(int fd);
 // Called by post_recv: retries SENDs parked on this connection for lack of a receive.
 void conn_kick(const std::shared_ptr<Conn>& c);

@@ -12,6 +12,8 @@
 #include <cerrno>
 #include <cstring>
 #include <map>
+#include <optional>
+#include <string>
 
 #include "conn.h"
 #include "log.h"
@@ -19,12 +21,17 @@
 namespace softrdma {
 namespace {
 
+struct Listener {
+  CmIdImpl* id;
+  std::string greeting;  // sent first on every accepted connection (TCP listeners)
+};
+
 struct Loop {
   std::mutex mu;
   int ep = -1;
   pid_t owner = 0;
   std::map<int, std::shared_ptr<Conn>> conns;
-  std::map<int, CmIdImpl*> listeners;
+  std::map<int, Listener> listeners;
   const CmHooks* hooks = nullptr;
 };
 
@@ -101,11 +108,18 @@ void read_conn(const std::shared_ptr<Conn>& c) {
   transport_send_ack(c);
 }
 
-void accept_on(int lfd, CmIdImpl* listener) {
+void accept_on(int lfd, const Listener& listener) {
   for (;;) {
     int fd = accept4(lfd, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
     if (fd < 0) return;
-    conn_add(fd, listener, true);
+    // A fresh socket's send buffer takes the greeting whole.
+    if (!listener.greeting.empty() &&
+        send(fd, listener.greeting.data(), listener.greeting.size(), MSG_NOSIGNAL) !=
+            static_cast<ssize_t>(listener.greeting.size())) {
+      close(fd);
+      continue;
+    }
+    conn_add(fd, listener.id, true);
   }
 }
 
@@ -117,14 +131,14 @@ void* run(void*) {
     for (int i = 0; i < n; i++) {
       int fd = evs[i].data.fd;
       std::shared_ptr<Conn> c;
-      CmIdImpl* listener = nullptr;
+      std::optional<Listener> listener;
       {
         std::lock_guard g(l.mu);
         if (auto it = l.conns.find(fd); it != l.conns.end()) c = it->second;
         if (auto it = l.listeners.find(fd); it != l.listeners.end()) listener = it->second;
       }
       if (listener) {
-        accept_on(fd, listener);
+        accept_on(fd, *listener);
         continue;
       }
       if (!c) continue;
@@ -225,11 +239,11 @@ void conn_watch_rnr_timer(const std::shared_ptr<Conn>& c) {
   epoll_ctl(l.ep, EPOLL_CTL_ADD, c->rnr_timer_fd, &ev);
 }
 
-void listener_add(int fd, CmIdImpl* listener) {
+void listener_add(int fd, CmIdImpl* listener, std::string greeting) {
   ensure_started();
   Loop& l = loop();
   std::lock_guard g(l.mu);
-  l.listeners[fd] = listener;
+  l.listeners[fd] = Listener{listener, std::move(greeting)};
   epoll_event ev{};
   ev.events = EPOLLIN;
   ev.data.fd = fd;

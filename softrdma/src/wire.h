@@ -11,8 +11,22 @@
 #include <sys/socket.h>
 
 #include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
 
 namespace softrdma {
+
+// A TCP listener's first bytes on every connection it accepts: its SOFTRDMA_NAMESPACE. TCP ports
+// are shared by every namespace of a host, and namespaces must not meet (tests run side by side
+// in them), so a connector that finds another namespace there hangs up and looks further.
+constexpr size_t kTcpGreetingLength = 64;
+
+inline void tcp_greeting(char (&out)[kTcpGreetingLength]) {
+  memset(out, 0, sizeof out);
+  const char* ns = getenv("SOFTRDMA_NAMESPACE");
+  snprintf(out, sizeof out, "softrdma namespace %s", ns ? ns : "");
+}
 
 enum class Msg : uint32_t { Req = 1, Rep, Rtu, Rej, Dreq, Op, Ack, Nak, ReadResp };
 

@@ -3,6 +3,8 @@
 #include <gtest/gtest.h>
 #include <malloc.h>
 #include <sys/mman.h>
+#include <sys/socket.h>
+#include <sys/time.h>
 #include <unistd.h>
 #ifdef __SANITIZE_ADDRESS__
 // libasan's (GCC installs no header for it).
@@ -12,6 +14,7 @@ extern "C" size_t __sanitizer_get_current_allocated_bytes();
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
+#include <string>
 #include <vector>
 
 #include "verbs_pair.h"
@@ -283,6 +286,91 @@ TEST(Softrdma, NoListenerIsRejectedWithStatus8) {
   rdma_conn_param cp{};
   ASSERT_EQ(rdma_connect(p.a.id, &cp), 0);
   EXPECT_TRUE(p.next_event(RDMA_CM_EVENT_REJECTED, 8));
+}
+
+// Sets an environment variable for one scope.
+class ScopedEnv {
+ public:
+  ScopedEnv(const char* name, const std::string& value) : name_(name) {
+    const char* old = getenv(name);
+    had_ = old != nullptr;
+    if (had_) old_ = old;
+    setenv(name, value.c_str(), 1);
+  }
+  ~ScopedEnv() {
+    if (had_) {
+      setenv(name_, old_.c_str(), 1);
+    } else {
+      unsetenv(name_);
+    }
+  }
+
+ private:
+  const char* name_;
+  bool had_ = false;
+  std::string old_;
+};
+
+bool ResolveTo(VerbsPair& p, rdma_cm_id* id, uint16_t port) {
+  sockaddr_in sin{};
+  sin.sin_family = AF_INET;
+  sin.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  sin.sin_port = htons(port);
+  return rdma_resolve_addr(id, nullptr, reinterpret_cast<sockaddr*>(&sin), 1000) == 0 &&
+         p.next_event(RDMA_CM_EVENT_ADDR_RESOLVED) && rdma_resolve_route(id, 1000) == 0 &&
+         p.next_event(RDMA_CM_EVENT_ROUTE_RESOLVED);
+}
+
+// TCP ports are shared by every softrdma namespace of a host, so a connect that finds no
+// listener of its own namespace must not land on another namespace's TCP listener: side-by-side
+// perftest runs met that way while one of them reopened its listener.
+TEST(Softrdma, TcpListenerOfAnotherNamespaceIsNotReached) {
+  const std::string ns = "tcp-ns-" + std::to_string(getpid());
+  const uint16_t port = static_cast<uint16_t>(10000 + getpid() % 20000);
+  VerbsPair p;
+  p.ec = rdma_create_event_channel();
+  {
+    ScopedEnv x("SOFTRDMA_NAMESPACE", ns + "-x");
+    ASSERT_EQ(rdma_create_id(p.ec, &p.listener, nullptr, RDMA_PS_TCP), 0);
+    sockaddr_in sin{};
+    sin.sin_family = AF_INET;
+    sin.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    sin.sin_port = htons(port);
+    ASSERT_EQ(rdma_bind_addr(p.listener, reinterpret_cast<sockaddr*>(&sin)), 0);
+    ASSERT_EQ(rdma_listen(p.listener, 8), 0);
+  }
+  // Its TCP side (port + 20000) greets with its namespace.
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in tcp{};
+  tcp.sin_family = AF_INET;
+  tcp.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  tcp.sin_port = htons(port + 20000);
+  timeval five{5, 0};
+  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &five, sizeof five);
+  ASSERT_EQ(connect(fd, reinterpret_cast<sockaddr*>(&tcp), sizeof tcp), 0) << strerror(errno);
+  char greeting[64] = {};
+  EXPECT_EQ(recv(fd, greeting, sizeof greeting, MSG_WAITALL), 64);
+  EXPECT_EQ(std::string(greeting), "softrdma namespace " + ns + "-x");
+  close(fd);
+
+  {
+    ScopedEnv y("SOFTRDMA_NAMESPACE", ns + "-y");
+    ASSERT_EQ(rdma_create_id(p.ec, &p.a.id, nullptr, RDMA_PS_TCP), 0);
+    ASSERT_TRUE(ResolveTo(p, p.a.id, port));
+    rdma_conn_param cp{};
+    ASSERT_EQ(rdma_connect(p.a.id, &cp), 0);
+    EXPECT_TRUE(p.next_event(RDMA_CM_EVENT_REJECTED, 8));
+  }
+  // The same connect from the listener's namespace, over TCP, gets through.
+  ScopedEnv x("SOFTRDMA_NAMESPACE", ns + "-x");
+  ScopedEnv tcp_only("SOFTRDMA_VIA_TCP", "1");
+  rdma_cm_id* id;
+  ASSERT_EQ(rdma_create_id(p.ec, &id, nullptr, RDMA_PS_TCP), 0);
+  ASSERT_TRUE(ResolveTo(p, id, port));
+  rdma_conn_param cp{};
+  ASSERT_EQ(rdma_connect(id, &cp), 0);
+  EXPECT_TRUE(p.next_event(RDMA_CM_EVENT_CONNECT_REQUEST));
+  rdma_destroy_id(id);
 }
 
 TEST(Softrdma, StrictModeRefusesToRegisterUnmappedMemory) {
