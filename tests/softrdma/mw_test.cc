@@ -83,6 +83,19 @@ void expect_local_failure(VerbsPair& p, Side& s, uint64_t wr_id, ibv_wc_status s
   EXPECT_EQ(more[0].status, IBV_WC_WR_FLUSH_ERR);
 }
 
+// A connected pair with a type 2 window allocated in b's PD (not yet bound).
+class Type2Window : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ASSERT_TRUE(p.connect(7, kMwAccess));
+    mw = ibv_alloc_mw(p.b.pd, IBV_MW_TYPE_2);
+    ASSERT_NE(mw, nullptr);
+  }
+
+  VerbsPair p;
+  ibv_mw* mw = nullptr;
+};
+
 TEST(MemoryWindows, DeviceAdvertisesThem) {
   LocalDevice d;
   ASSERT_TRUE(d.ok());
@@ -105,11 +118,7 @@ TEST(MemoryWindows, DeviceAdvertisesThem) {
   EXPECT_EQ(ibv_dealloc_mw(mw), 0);
 }
 
-TEST(MemoryWindows, Type2WindowServesWritesAndReadsInsideIt) {
-  VerbsPair p;
-  ASSERT_TRUE(p.connect(7, kMwAccess));
-  ibv_mw* mw = ibv_alloc_mw(p.b.pd, IBV_MW_TYPE_2);
-  ASSERT_NE(mw, nullptr);
+TEST_F(Type2Window, ServesWritesAndReadsInsideIt) {
   uint32_t key = bind_window(p, p.b, mw, kRw);
   ASSERT_NE(key, 0u);
   expect_write_lands(p, kWinOff + 1024, key, 0x3c);
@@ -122,30 +131,21 @@ TEST(MemoryWindows, Type2WindowServesWritesAndReadsInsideIt) {
   EXPECT_EQ(memcmp(p.a.buf.data() + 8192, p.b.buf.data() + kWinOff, kWinLen), 0);
 }
 
-TEST(MemoryWindows, AccessPastTheWindowIsRemoteAccessError) {
-  VerbsPair p;
-  ASSERT_TRUE(p.connect(7, kMwAccess));
-  ibv_mw* mw = ibv_alloc_mw(p.b.pd, IBV_MW_TYPE_2);
+TEST_F(Type2Window, AccessPastTheWindowIsRemoteAccessError) {
   uint32_t key = bind_window(p, p.b, mw, kRw);
   ASSERT_NE(key, 0u);
   // Inside the MR, but 100 bytes of the 4096 lie past the window.
   expect_remote_access_error(p, IBV_WR_RDMA_WRITE, addr_of(p.b, kWinOff + kWinLen - 100), key);
 }
 
-TEST(MemoryWindows, WindowRightsAreEnforced) {
-  VerbsPair p;
-  ASSERT_TRUE(p.connect(7, kMwAccess));
-  ibv_mw* mw = ibv_alloc_mw(p.b.pd, IBV_MW_TYPE_2);
+TEST_F(Type2Window, WindowRightsAreEnforced) {
   uint32_t key = bind_window(p, p.b, mw, IBV_ACCESS_REMOTE_WRITE);
   ASSERT_NE(key, 0u);
   expect_write_lands(p, kWinOff, key, 0x11);
   expect_remote_access_error(p, IBV_WR_RDMA_READ, addr_of(p.b, kWinOff), key);
 }
 
-TEST(MemoryWindows, LocalInvalidateRetiresTheKey) {
-  VerbsPair p;
-  ASSERT_TRUE(p.connect(7, kMwAccess));
-  ibv_mw* mw = ibv_alloc_mw(p.b.pd, IBV_MW_TYPE_2);
+TEST_F(Type2Window, LocalInvalidateRetiresTheKey) {
   uint32_t key = bind_window(p, p.b, mw, kRw);
   ASSERT_NE(key, 0u);
   expect_write_lands(p, kWinOff, key, 0x22);
@@ -158,10 +158,7 @@ TEST(MemoryWindows, LocalInvalidateRetiresTheKey) {
   expect_remote_access_error(p, IBV_WR_RDMA_WRITE, addr_of(p.b, kWinOff), key);
 }
 
-TEST(MemoryWindows, RebindWithTheNextKeyRetiresTheOldOne) {
-  VerbsPair p;
-  ASSERT_TRUE(p.connect(7, kMwAccess));
-  ibv_mw* mw = ibv_alloc_mw(p.b.pd, IBV_MW_TYPE_2);
+TEST_F(Type2Window, RebindWithTheNextKeyRetiresTheOldOne) {
   uint32_t old_key = bind_window(p, p.b, mw, kRw);
   ASSERT_NE(old_key, 0u);
   ASSERT_EQ(post_local_inv(p.b, old_key, 41), 0);
@@ -174,10 +171,7 @@ TEST(MemoryWindows, RebindWithTheNextKeyRetiresTheOldOne) {
   expect_remote_access_error(p, IBV_WR_RDMA_WRITE, addr_of(p.b, kWinOff), old_key);
 }
 
-TEST(MemoryWindows, BindPostedBeforeASendIsInEffectWhenItArrives) {
-  VerbsPair p;
-  ASSERT_TRUE(p.connect(7, kMwAccess));
-  ibv_mw* mw = ibv_alloc_mw(p.b.pd, IBV_MW_TYPE_2);
+TEST_F(Type2Window, BindPostedBeforeASendIsInEffectWhenItArrives) {
   uint32_t key = ibv_inc_rkey(mw->rkey);
   ASSERT_EQ(post_recv(p.a, 1, 0, 64), 0);
   ASSERT_EQ(post_bind(p.b, mw, key, kWinOff, kWinLen, kRw, 2, false), 0);
@@ -190,10 +184,7 @@ TEST(MemoryWindows, BindPostedBeforeASendIsInEffectWhenItArrives) {
   expect_write_lands(p, kWinOff, got, 0x44);
 }
 
-TEST(MemoryWindows, BindCompletesAfterTheWorkPostedBeforeIt) {
-  VerbsPair p;
-  ASSERT_TRUE(p.connect(7, kMwAccess));
-  ibv_mw* mw = ibv_alloc_mw(p.b.pd, IBV_MW_TYPE_2);
+TEST_F(Type2Window, BindCompletesAfterTheWorkPostedBeforeIt) {
   // No receive at a yet: the SEND waits (RNR), and the bind's completion must wait behind it.
   ASSERT_EQ(post_send(p.b, IBV_WR_SEND, 1, 0, 8), 0);
   ASSERT_EQ(post_bind(p.b, mw, ibv_inc_rkey(mw->rkey), kWinOff, kWinLen, kRw, 2), 0);
@@ -217,10 +208,7 @@ TEST(MemoryWindows, BindNeedsAnMrWithMwBindAccess) {
   expect_local_failure(p, p.b, 7, IBV_WC_MW_BIND_ERR);
 }
 
-TEST(MemoryWindows, BindPastTheMrIsRefused) {
-  VerbsPair p;
-  ASSERT_TRUE(p.connect(7, kMwAccess));
-  ibv_mw* mw = ibv_alloc_mw(p.b.pd, IBV_MW_TYPE_2);
+TEST_F(Type2Window, BindPastTheMrIsRefused) {
   ASSERT_EQ(post_bind(p.b, mw, ibv_inc_rkey(mw->rkey), p.b.buf.size() - 4096, 8192, kRw, 7), 0);
   expect_local_failure(p, p.b, 7, IBV_WC_MW_BIND_ERR);
 }
@@ -249,19 +237,13 @@ TEST(MemoryWindows, BindThroughAQpOfAnotherPdIsRefused) {
   expect_local_failure(q, q.b, 7, IBV_WC_MW_BIND_ERR);
 }
 
-TEST(MemoryWindows, BoundType2WindowMustBeInvalidatedBeforeRebinding) {
-  VerbsPair p;
-  ASSERT_TRUE(p.connect(7, kMwAccess));
-  ibv_mw* mw = ibv_alloc_mw(p.b.pd, IBV_MW_TYPE_2);
+TEST_F(Type2Window, BoundType2WindowMustBeInvalidatedBeforeRebinding) {
   ASSERT_NE(bind_window(p, p.b, mw, kRw), 0u);
   ASSERT_EQ(post_bind(p.b, mw, ibv_inc_rkey(mw->rkey), kWinOff, kWinLen, kRw, 8), 0);
   expect_local_failure(p, p.b, 8, IBV_WC_MW_BIND_ERR);
 }
 
-TEST(MemoryWindows, BindNamesTheWindowByItsCurrentKey) {
-  VerbsPair p;
-  ASSERT_TRUE(p.connect(7, kMwAccess));
-  ibv_mw* mw = ibv_alloc_mw(p.b.pd, IBV_MW_TYPE_2);
+TEST_F(Type2Window, BindNamesTheWindowByItsCurrentKey) {
   uint32_t first = mw->rkey;
   uint32_t key = bind_window(p, p.b, mw, kRw);
   ASSERT_NE(key, 0u);
@@ -294,10 +276,7 @@ TEST(MemoryWindows, DeregOfAnMrWithBoundWindowsIsBusy) {
   p.b.mr = nullptr;
 }
 
-TEST(MemoryWindows, SendWithInvalidateRevokesTheWindowAndReportsIt) {
-  VerbsPair p;
-  ASSERT_TRUE(p.connect(7, kMwAccess));
-  ibv_mw* mw = ibv_alloc_mw(p.b.pd, IBV_MW_TYPE_2);
+TEST_F(Type2Window, SendWithInvalidateRevokesTheWindowAndReportsIt) {
   uint32_t key = bind_window(p, p.b, mw, kRw);
   ASSERT_NE(key, 0u);
   ASSERT_EQ(post_recv(p.b, 6, 0, 64), 0);
@@ -318,10 +297,7 @@ TEST(MemoryWindows, SendWithInvalidateRevokesTheWindowAndReportsIt) {
   p.b.mr = nullptr;
 }
 
-TEST(MemoryWindows, SendWithInvalidateOfAnUnknownKeyFailsTheReceive) {
-  VerbsPair p;
-  ASSERT_TRUE(p.connect(7, kMwAccess));
-  ibv_mw* mw = ibv_alloc_mw(p.b.pd, IBV_MW_TYPE_2);
+TEST_F(Type2Window, SendWithInvalidateOfAnUnknownKeyFailsTheReceive) {
   uint32_t key = bind_window(p, p.b, mw, kRw);
   ASSERT_NE(key, 0u);
   ASSERT_EQ(post_recv(p.b, 6, 0, 64), 0);
