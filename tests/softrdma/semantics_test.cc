@@ -139,12 +139,7 @@ TEST(Softrdma, RnrRetriesRunOutIntoAnError) {
   set_min_rnr_timer(p.b, 14);  // 1.28 ms: three retries are spent long before the receive
   ASSERT_EQ(post_send(p.a, IBV_WR_SEND, 1, 0, 8), 0);
   ASSERT_EQ(post_send(p.a, IBV_WR_SEND, 2, 0, 8), 0);
-  auto sc = p.wait_wc(p.a, 2);
-  ASSERT_EQ(sc.size(), 2u);
-  EXPECT_EQ(sc[0].wr_id, 1u);
-  EXPECT_EQ(sc[0].status, IBV_WC_RNR_RETRY_EXC_ERR);
-  EXPECT_EQ(sc[1].wr_id, 2u);
-  EXPECT_EQ(sc[1].status, IBV_WC_WR_FLUSH_ERR);
+  expect_completions(p, p.a, {{1, IBV_WC_RNR_RETRY_EXC_ERR}, {2, IBV_WC_WR_FLUSH_ERR}});
   // Nothing that was parked reaches a receive posted afterwards.
   ASSERT_EQ(post_recv(p.b, 9, 0, 64), 0);
   EXPECT_TRUE(p.wait_wc(p.b, 1, 200).empty());

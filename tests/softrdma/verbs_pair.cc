@@ -137,6 +137,16 @@ uint64_t addr_of(Side& s, size_t off) {
   return reinterpret_cast<uintptr_t>(s.buf.data() + off);
 }
 
+void expect_completions(VerbsPair& p, Side& s, const std::vector<ExpectedWc>& want) {
+  auto wc = p.wait_wc(s, static_cast<int>(want.size()));
+  ASSERT_EQ(wc.size(), want.size());
+  for (size_t i = 0; i < want.size(); i++) {
+    SCOPED_TRACE("completion " + std::to_string(i));
+    EXPECT_EQ(wc[i].wr_id, want[i].wr_id);
+    EXPECT_EQ(wc[i].status, want[i].status);
+  }
+}
+
 void expect_remote_access_error(VerbsPair& p, ibv_wr_opcode op, uint64_t raddr, uint32_t rkey) {
   ASSERT_EQ(post_recv(p.a, 50, 0, 64), 0);
   ASSERT_EQ(post_send(p.a, op, 20, 0, 4096, raddr, rkey), 0);

@@ -82,3 +82,10 @@ uint64_t addr_of(Side& s, size_t off);
 // GoogleTest assertions: a's `op` of 4096 bytes at raddr with rkey in b is a remote access
 // violation (a: REM_ACCESS_ERR then flushes; b: IBV_EVENT_QP_ACCESS_ERR and flushes).
 void expect_remote_access_error(VerbsPair& p, ibv_wr_opcode op, uint64_t raddr, uint32_t rkey);
+
+struct ExpectedWc {
+  uint64_t wr_id;
+  ibv_wc_status status;
+};
+// GoogleTest assertions: s's CQ yields exactly these completions, in this order.
+void expect_completions(VerbsPair& p, Side& s, const std::vector<ExpectedWc>& want);
