@@ -133,8 +133,8 @@ int tcp_connect(const sockaddr_storage& dst, int timeout_ms) {
     return -1;
   }
   // The listener greets at once; silence for a second means it is no softrdma listener.
-  char want[kTcpGreetingLength], got[kTcpGreetingLength];
-  tcp_greeting(want);
+  const std::string want = tcp_greeting();
+  char got[kTcpGreetingLength];
   size_t have = 0;
   while (have < sizeof got) {
     pollfd p{fd, POLLIN, 0};
@@ -143,7 +143,7 @@ int tcp_connect(const sockaddr_storage& dst, int timeout_ms) {
     if (n <= 0) break;
     have += static_cast<size_t>(n);
   }
-  if (have != sizeof got || memcmp(got, want, sizeof got) != 0) {
+  if (have != sizeof got || want.compare(0, want.size(), got, sizeof got) != 0) {
     log_debug("TCP port %u: not a listener of this softrdma namespace", port_of(a));
     close(fd);
     return -1;
@@ -417,11 +417,7 @@ int rdma_listen(rdma_cm_id* pub, int backlog) {
       memcpy(&pub->route.addr.src_addr, &id->src, sizeof id->src);
       listener_add(fd, id);
       id->tcp_listen_fd = tcp_listen(id->src, backlog > 0 ? backlog : 128);
-      if (id->tcp_listen_fd >= 0) {
-        char greeting[kTcpGreetingLength];
-        tcp_greeting(greeting);
-        listener_add(id->tcp_listen_fd, id, std::string(greeting, sizeof greeting));
-      }
+      if (id->tcp_listen_fd >= 0) listener_add(id->tcp_listen_fd, id, tcp_greeting());
       log_debug("rdma_listen on %s", un.sun_path + 1);
       return 0;
     }

@@ -11,9 +11,8 @@
 #include <sys/socket.h>
 
 #include <cstdint>
-#include <cstdio>
 #include <cstdlib>
-#include <cstring>
+#include <string>
 
 namespace softrdma {
 
@@ -22,10 +21,11 @@ namespace softrdma {
 // in them), so a connector that finds another namespace there hangs up and looks further.
 constexpr size_t kTcpGreetingLength = 64;
 
-inline void tcp_greeting(char (&out)[kTcpGreetingLength]) {
-  memset(out, 0, sizeof out);
+inline std::string tcp_greeting() {
   const char* ns = getenv("SOFTRDMA_NAMESPACE");
-  snprintf(out, sizeof out, "softrdma namespace %s", ns ? ns : "");
+  std::string g = std::string("softrdma namespace ") + (ns ? ns : "");
+  g.resize(kTcpGreetingLength);  // cut or padded with zeros
+  return g;
 }
 
 enum class Msg : uint32_t { Req = 1, Rep, Rtu, Rej, Dreq, Op, Ack, Nak, ReadResp };
