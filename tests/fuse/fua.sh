@@ -13,12 +13,8 @@ tgt_target 1 iqn.2026-11.test:t1
 tgt_lun 1 1 64M
 
 # Foreground and verbose, so that the LUN's capabilities are in the log.
-timeout 120 "$ISER_FUSE_MOUNT" "$(fuse_url 1 1)" "$MNT" -f -v 2>"$FUSE_DIR/log" &
-FUSE_PID=$!
-FUSE_MOUNTS+=("$MNT")
-FUSE_PIDS+=("$FUSE_PID")
-for i in $(seq 1 100); do [ -f "$MNT/lun1" ] && break; sleep 0.1; done
-[ -f "$MNT/lun1" ] || fail "mount failed: $(cat "$FUSE_DIR/log")"
+fuse_mount_foreground "$FUSE_DIR/log" "$(fuse_url 1 1)" "$MNT" -v
+[ -f "$MNT/lun1" ] || fail "no lun1 in the mount"
 grep -q "lun1: .*write cache" "$FUSE_DIR/log" || fail "no write cache on the LUN: nothing to test"
 
 capture_start "$TGT_PORT" "$FUSE_DIR"

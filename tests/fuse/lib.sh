@@ -4,6 +4,7 @@
 #   fuse_setup                    # tgtd fixture, EXIT trap that unmounts and stops everything
 #   tgt_target 1 iqn.2026-11.test:disk; tgt_lun 1 1 64M
 #   fuse_mount "$(fuse_url 1)" "$MNT" [mount options...]   # detached, pid in $FUSE_PID
+#   fuse_mount_foreground LOG URL "$MNT" [options...]      # -f in the background, same
 #   ...
 #   fuse_unmount "$MNT"           # fusermount3 -u, waits for the process to end
 #
@@ -44,6 +45,7 @@ fuse_setup() {
     fail "ISER_FUSE_MOUNT must name the iser-fuse-mount binary"
   [ -c /dev/fuse ] || fail "/dev/fuse is missing"
   require fusermount3 tgtd tgtadm timeout python3
+  FUSE_MOUNT_COMMAND=("$ISER_FUSE_MOUNT")
   FUSE_DIR=$(mktemp -d /tmp/iser-fuse-test.XXXXXX)
   MNT=$FUSE_DIR/mnt
   mkdir "$MNT"
@@ -57,19 +59,39 @@ fuse_url() {  # fuse_url TID [LUN]: iser:// when the target is tgtd's iSER targe
   echo "$scheme://127.0.0.1:$TGT_PORT/iqn.2026-11.test:t$1${2:+/$2}"
 }
 
-# fuse_mount URL MOUNTPOINT [options...]: mounts detached; FUSE_PID is the serving process.
+# fuse_mount URL MOUNTPOINT [options...]: mounts detached with FUSE_MOUNT_COMMAND (default
+# $ISER_FUSE_MOUNT; a test of the CLI sets ("$ISER_CONNECT" mount)); FUSE_PID is the serving
+# process.
 fuse_mount() {
   local url=$1 mnt=$2
   shift 2
   local pidfile=$FUSE_DIR/pid.$RANDOM
   FUSE_MOUNTS+=("$mnt")
-  timeout 60 "$ISER_FUSE_MOUNT" "$url" "$mnt" --pidfile "$pidfile" "$@" ||
+  timeout 60 "${FUSE_MOUNT_COMMAND[@]}" "$url" "$mnt" --pidfile "$pidfile" "$@" ||
     fail "mount of $url on $mnt failed"
   grep -qs " $mnt fuse.iser-connect " /proc/mounts || fail "$mnt is not in /proc/mounts"
   [ -s "$pidfile" ] || fail "no pid file once mounted"
   FUSE_PID=$(cat "$pidfile")
   FUSE_PIDS+=("$FUSE_PID")
   kill -0 "$FUSE_PID" || fail "the serving process $FUSE_PID is gone"
+}
+
+# fuse_mount_foreground LOG URL MOUNTPOINT [options...]: a foreground mount (-f) under
+# timeout(1), in the background with its stderr in LOG; returns once it is mounted. FUSE_PID is
+# the timeout process, which passes signals on to the mount and exits with its status.
+fuse_mount_foreground() {
+  local log=$1 url=$2 mnt=$3 i
+  shift 3
+  timeout 60 "$ISER_FUSE_MOUNT" "$url" "$mnt" -f "$@" 2>"$log" &
+  FUSE_PID=$!
+  FUSE_MOUNTS+=("$mnt")
+  FUSE_PIDS+=("$FUSE_PID")
+  for i in $(seq 1 100); do
+    grep -qs " $mnt " /proc/mounts && return 0
+    kill -0 "$FUSE_PID" 2>/dev/null || break
+    sleep 0.1
+  done
+  fail "foreground mount of $url on $mnt failed: $(cat "$log")"
 }
 
 # Waits (bounded) for process $1 to exit.

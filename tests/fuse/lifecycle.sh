@@ -35,10 +35,8 @@ echo "relative pid file: written, removed at exit"
 # SIGTERM while fio has 64 writes in flight: the process ends cleanly (no sanitizer report, exit
 # 0), the writers see errors instead of hanging, the session is logged out.
 require fio
-timeout 60 "$ISER_FUSE_MOUNT" "$(fuse_url 1)" "$MNT" -f 2>"$FUSE_DIR/fg.log" &
-fg=$!
-FUSE_MOUNTS+=("$MNT")
-for i in $(seq 1 100); do grep -qs " $MNT " /proc/mounts && break; sleep 0.1; done
+fuse_mount_foreground "$FUSE_DIR/fg.log" "$(fuse_url 1)" "$MNT"
+fg=$FUSE_PID
 timeout 60 fio --name=busy --filename="$MNT/lun1" --direct=1 --ioengine=libaio --iodepth=32 \
   --numjobs=2 --rw=randwrite --bs=64k --time_based --runtime=30 --output=/dev/null >/dev/null 2>&1 &
 fio_pid=$!
@@ -59,13 +57,11 @@ for i in $(seq 1 200); do grep -qs " $MNT " /proc/mounts || break; sleep 0.1; do
 fuse_assert_unmounted "$MNT"
 echo "killed: auto_unmount removed the mount"
 
-timeout 60 "$ISER_FUSE_MOUNT" "$(fuse_url 1)" "$MNT" -f &
-fg=$!
-FUSE_MOUNTS+=("$MNT")
-for i in $(seq 1 100); do grep -qs " $MNT " /proc/mounts && break; sleep 0.1; done
+fuse_mount_foreground "$FUSE_DIR/fg2.log" "$(fuse_url 1)" "$MNT"
+fg=$FUSE_PID
 [ -f "$MNT/lun1" ] || fail "foreground mount shows no lun1"
 kill -TERM $fg
-wait $fg || fail "foreground mount exited non-zero after SIGTERM"
+wait $fg || fail "foreground mount exited non-zero after SIGTERM: $(cat "$FUSE_DIR/fg2.log")"
 fuse_assert_unmounted "$MNT"
 echo "foreground: ok"
 

@@ -58,12 +58,8 @@ echo "read-only LUN: ok"
 
 # The same through the CLI, `iser-connect mount`, with its global options.
 [ -x "${ISER_CONNECT:-}" ] || fail "ISER_CONNECT must name the iser-connect binary"
-pidfile=$FUSE_DIR/cli.pid
-FUSE_MOUNTS+=("$MNT")
-timeout 60 "$ISER_CONNECT" mount -i iqn.2026-11.test:fuse-cli "$(fuse_url 1)" "$MNT" \
-  --pidfile "$pidfile" || fail "iser-connect mount failed"
-FUSE_PID=$(cat "$pidfile")
-FUSE_PIDS+=("$FUSE_PID")
+FUSE_MOUNT_COMMAND=("$ISER_CONNECT" mount)
+fuse_mount "$(fuse_url 1)" "$MNT" -i iqn.2026-11.test:fuse-cli
 listing=$(cd "$MNT" && stat -c '%n %s' -- * | tr '\n' ' ')
 [ "$listing" = "lun1 67108864 lun2 10485760 lun3 3145728 " ] || fail "iser-connect mount shows: $listing"
 tgtadm --lld iscsi --op show --mode target | grep -q "Initiator: iqn.2026-11.test:fuse-cli" ||
