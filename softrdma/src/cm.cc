@@ -218,8 +218,14 @@ void send_connect(const std::shared_ptr<Conn>& c, Msg type, CmIdImpl* id,
   c->send(&m, sizeof m);
 }
 
+// Real RDMA CM reports TIMEWAIT_EXIT only when the IB CM's timewait ends, a good part of a second
+// after DISCONNECTED on RoCE; programs that destroy the id at once never see it. rping 44 relies
+// on that: its CM event thread would otherwise read the event channel its main thread has just
+// closed, and fail.
+constexpr std::chrono::milliseconds kTimewait{500};
+
 // Ends a connection once: the QP flushes (`status` for the oldest outstanding send), and the id
-// sees DISCONNECTED then TIMEWAIT_EXIT, the order real RDMA CM delivers.
+// sees DISCONNECTED, then TIMEWAIT_EXIT after the timewait unless it is destroyed by then.
 void finish(CmIdImpl* id, ibv_wc_status status) {
   {
     std::lock_guard g(id->mu);
@@ -228,7 +234,13 @@ void finish(CmIdImpl* id, ibv_wc_status status) {
   }
   if (id->pub.qp) qp_disconnected(id->pub.qp, status);
   push_event(id, RDMA_CM_EVENT_DISCONNECTED, 0);
-  push_event(id, RDMA_CM_EVENT_TIMEWAIT_EXIT, 0);
+  loop_after(kTimewait, [id] {
+    {
+      std::lock_guard g(id->mu);
+      if (id->destroyed) return;
+    }
+    push_event(id, RDMA_CM_EVENT_TIMEWAIT_EXIT, 0);
+  });
 }
 
 void on_message(const std::shared_ptr<Conn>& c, const WireHdr* h) {
@@ -369,6 +381,7 @@ int rdma_destroy_id(rdma_cm_id* pub) {
   CmIdImpl* id = idimpl(pub);
   {
     std::unique_lock g(id->mu);
+    id->destroyed = true;
     id->acked.wait(g, [id] { return id->events_acked == id->events_reported; });
   }
   for (int* fd : {&id->listen_fd, &id->tcp_listen_fd}) {

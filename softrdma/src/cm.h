@@ -49,6 +49,7 @@ struct CmIdImpl {
   uint32_t local_qpn = 0;     // named in our REQ or REP
   uint32_t remote_qpn = 0;
   bool timewait_sent = false;
+  bool destroyed = false;  // by rdma_destroy_id: a pending TIMEWAIT_EXIT is not delivered
   // Events handed out by rdma_get_cm_event and acknowledged so far: rdma_destroy_id waits until
   // they are equal, as librdmacm does (a program's event thread may still be using the id).
   uint32_t events_reported = 0;

@@ -7,8 +7,10 @@
 
 #include <sys/types.h>
 
+#include <chrono>
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -54,6 +56,7 @@ struct Conn : std::enable_shared_from_this<Conn> {
   uint32_t seen_psn = 0;
 
   void send(const void* data, size_t len);
+  void send_locked(const void* data, size_t len);  // caller holds out_mu
   // Shuts the socket down both ways: both ends then see the peer vanish.
   void cut();
   void flush_locked();
@@ -69,6 +72,8 @@ void listener_remove(int fd);
 void conn_kick(const std::shared_ptr<Conn>& c);
 // Adds c->rnr_timer_fd to the loop; its expiries call transport_rnr_timer.
 void conn_watch_rnr_timer(const std::shared_ptr<Conn>& c);
+// Runs fn on the loop thread once `delay` has passed (starting the loop if needed).
+void loop_after(std::chrono::milliseconds delay, std::function<void()> fn);
 
 // Implemented by the CM library side (cm hooks registered at runtime, so libibverbs does not
 // depend on librdmacm).

@@ -7,10 +7,12 @@
 #include <signal.h>
 #include <sys/epoll.h>
 #include <sys/socket.h>
+#include <sys/timerfd.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <cstring>
+#include <functional>
 #include <map>
 #include <optional>
 #include <string>
@@ -26,12 +28,17 @@ struct Listener {
   std::string greeting;  // sent first on every accepted connection (TCP listeners)
 };
 
+using Clock = std::chrono::steady_clock;
+
 struct Loop {
   std::mutex mu;
   int ep = -1;
   pid_t owner = 0;
   std::map<int, std::shared_ptr<Conn>> conns;
   std::map<int, Listener> listeners;
+  // loop_after's work, by due time; timer_fd is armed for the earliest.
+  int timer_fd = -1;
+  std::multimap<Clock::time_point, std::function<void()>> timers;
   const CmHooks* hooks = nullptr;
 };
 
@@ -81,6 +88,7 @@ void dispatch(const std::shared_ptr<Conn>& c, const WireHdr* h) {
 // Reads what the socket has and dispatches every complete message. The buffer only grows (no
 // per-read clearing); a partial message stays at its front.
 void read_conn(const std::shared_ptr<Conn>& c) {
+  CompletionBatch completions;  // visible once the acknowledgement below is sent
   constexpr size_t kChunk = 256 * 1024;
   if (c->in.size() < c->in_used + kChunk) c->in.resize(c->in_used + kChunk);
   ssize_t n = recv(c->fd, c->in.data() + c->in_used, c->in.size() - c->in_used, MSG_DONTWAIT);
@@ -123,6 +131,36 @@ void accept_on(int lfd, const Listener& listener) {
   }
 }
 
+// Caller holds l.mu.
+void arm_timer_locked(Loop& l) {
+  itimerspec t{};
+  if (!l.timers.empty()) {
+    auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(
+                  l.timers.begin()->first.time_since_epoch())
+                  .count();
+    t.it_value.tv_sec = ns / 1000000000;
+    t.it_value.tv_nsec = ns % 1000000000;
+  }
+  timerfd_settime(l.timer_fd, TFD_TIMER_ABSTIME, &t, nullptr);
+}
+
+void run_due_timers() {
+  Loop& l = loop();
+  uint64_t expirations;
+  if (read(l.timer_fd, &expirations, sizeof expirations) < 0 && errno != EAGAIN) return;
+  std::vector<std::function<void()>> due;
+  {
+    std::lock_guard g(l.mu);
+    const auto now = Clock::now();
+    while (!l.timers.empty() && l.timers.begin()->first <= now) {
+      due.push_back(std::move(l.timers.begin()->second));
+      l.timers.erase(l.timers.begin());
+    }
+    arm_timer_locked(l);
+  }
+  for (auto& fn : due) fn();
+}
+
 void* run(void*) {
   Loop& l = loop();
   epoll_event evs[64];
@@ -130,6 +168,10 @@ void* run(void*) {
     int n = epoll_wait(l.ep, evs, 64, -1);
     for (int i = 0; i < n; i++) {
       int fd = evs[i].data.fd;
+      if (fd == l.timer_fd) {
+        run_due_timers();
+        continue;
+      }
       std::shared_ptr<Conn> c;
       std::optional<Listener> listener;
       {
@@ -162,9 +204,17 @@ void ensure_started() {
   std::lock_guard g(l.mu);
   if (l.owner == getpid()) return;
   if (l.ep >= 0) close(l.ep);
+  if (l.timer_fd >= 0) close(l.timer_fd);
   l.conns.clear();
   l.listeners.clear();
+  l.timers.clear();
   l.ep = epoll_create1(EPOLL_CLOEXEC);
+  // CLOCK_MONOTONIC is steady_clock's clock on Linux, so due times can be armed as they are.
+  l.timer_fd = timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
+  epoll_event ev{};
+  ev.events = EPOLLIN;
+  ev.data.fd = l.timer_fd;
+  epoll_ctl(l.ep, EPOLL_CTL_ADD, l.timer_fd, &ev);
   sigset_t all, old;
   sigfillset(&all);
   pthread_sigmask(SIG_SETMASK, &all, &old);
@@ -196,8 +246,23 @@ void Conn::flush_locked() {
 
 void Conn::send(const void* data, size_t len) {
   std::lock_guard g(out_mu);
+  send_locked(data, len);
+}
+
+void Conn::send_locked(const void* data, size_t len) {
   if (fd < 0) return;
-  out.append(static_cast<const char*>(data), len);
+  const char* p = static_cast<const char*>(data);
+  if (out.empty()) {  // nothing queued: straight from the caller's bytes, no copy into `out`
+    ssize_t n;
+    do n = ::send(fd, p, len, MSG_DONTWAIT | MSG_NOSIGNAL);
+    while (n < 0 && errno == EINTR);
+    if (n > 0) {
+      p += n;
+      len -= n;
+    }
+    if (len == 0) return;
+  }
+  out.append(p, len);
   flush_locked();
 }
 
@@ -255,6 +320,14 @@ void listener_remove(int fd) {
   std::lock_guard g(l.mu);
   epoll_ctl(l.ep, EPOLL_CTL_DEL, fd, nullptr);
   l.listeners.erase(fd);
+}
+
+void loop_after(std::chrono::milliseconds delay, std::function<void()> fn) {
+  ensure_started();
+  Loop& l = loop();
+  std::lock_guard g(l.mu);
+  l.timers.emplace(Clock::now() + delay, std::move(fn));
+  arm_timer_locked(l);
 }
 
 void set_cm_hooks(const CmHooks* hooks) {

@@ -107,6 +107,9 @@ struct Qp {
   uint32_t reads_outstanding = 0;
   std::deque<std::vector<uint8_t>> held_ops;
   uint8_t peer_max_dest_rd_atomic = 0;
+  // A SEND waits on the connection for a receive (set when one is parked, cleared by the
+  // conn_kick that finds none): only then does post_recv need to retry them.
+  bool rnr_waiting = false;
 };
 
 // The object behind a public handle (see the contract above).
@@ -117,6 +120,26 @@ T* impl(P* p) {
 
 // Completion queue entry helpers: push and wake the completion channel when armed.
 void cq_push(Cq* cq, const ibv_wc& wc);
+// While a CompletionBatch is open on a thread, the completions that thread's cq_push calls make
+// are held, and appear in their CQs (with their completion events) in order when it closes. The
+// loop thread holds those of a whole socket read until it has acknowledged the operations read:
+// otherwise a program that polls its CQ could act on a receive before the sender has its send
+// completion (tgtd enters the full feature phase when its final Login Response completes, and an
+// initiator's first command overtaking that acknowledgement gets the connection closed). It also
+// keeps the eventfd writes that wake the program out of the QPs' critical sections. Nested
+// batches on one thread leave the holding to the outermost.
+class CompletionBatch {
+ public:
+  CompletionBatch();
+  ~CompletionBatch();
+  CompletionBatch(const CompletionBatch&) = delete;
+  CompletionBatch& operator=(const CompletionBatch&) = delete;
+
+ private:
+  bool outer_ = false;
+};
+// Makes the completions this thread's batch holds visible now; the batch stays open.
+void release_held_completions();
 
 // Moves a QP to the error state and flushes every outstanding work request, send queue first.
 // `status` goes to the oldest unacknowledged send (the peer died), or with `newest_failed` to the

@@ -145,6 +145,7 @@ Outcome respond(const std::shared_ptr<Conn>& c, const WireOp* op) {
       send_nak(c, op->psn, IBV_WC_RNR_RETRY_EXC_ERR);
       return Outcome::Done;
     }
+    qp->rnr_waiting = true;
     return Outcome::Parked;
   }
   RecvWqe r = std::move(qp->rq.front());
@@ -357,6 +358,7 @@ void transport_send_ack(const std::shared_ptr<Conn>& c) {
 }
 
 void conn_kick(const std::shared_ptr<Conn>& c) {
+  CompletionBatch completions;  // visible once the acknowledgement below is sent
   {
     std::lock_guard g(c->mu);
     bool moved = false;
@@ -368,6 +370,10 @@ void conn_kick(const std::shared_ptr<Conn>& c) {
     }
     if (moved) rnr_head_changed(c);
     c->done_psn = c->rnr_parked.empty() ? c->seen_psn : first_parked_psn(*c) - 1;
+    if (c->rnr_parked.empty() && c->qp) {
+      std::lock_guard qg(c->qp->mu);
+      c->qp->rnr_waiting = false;
+    }
   }
   transport_send_ack(c);
 }

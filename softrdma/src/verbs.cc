@@ -40,7 +40,10 @@ static void cq_changed(Cq* cq) {
     syscall(SYS_futex, &cq->pushes, FUTEX_WAKE_PRIVATE, INT32_MAX, nullptr, nullptr, 0);
 }
 
-void cq_push(Cq* cq, const ibv_wc& wc) {
+// The completions held by this thread's open CompletionBatch (null while none is open).
+static thread_local std::vector<std::pair<Cq*, ibv_wc>>* held_completions = nullptr;
+
+static void cq_push_now(Cq* cq, const ibv_wc& wc) {
   std::lock_guard g(cq->mu);
   if (cq->destroyed) return;
   cq->entries.push_back(wc);
@@ -54,6 +57,33 @@ void cq_push(Cq* cq, const ibv_wc& wc) {
   }
   uint64_t one = 1;
   if (write(ch->pub.fd, &one, sizeof one) < 0) log_warn("completion event lost");
+}
+
+void cq_push(Cq* cq, const ibv_wc& wc) {
+  if (held_completions)
+    held_completions->push_back({cq, wc});
+  else
+    cq_push_now(cq, wc);
+}
+
+CompletionBatch::CompletionBatch() {
+  static thread_local std::vector<std::pair<Cq*, ibv_wc>> held;
+  if (held_completions) return;  // an outer batch on this thread holds them
+  outer_ = true;
+  held.clear();
+  held_completions = &held;
+}
+
+CompletionBatch::~CompletionBatch() {
+  if (!outer_) return;
+  release_held_completions();
+  held_completions = nullptr;
+}
+
+void release_held_completions() {
+  if (!held_completions) return;
+  for (const auto& [cq, wc] : *held_completions) cq_push_now(cq, wc);
+  held_completions->clear();
 }
 
 void qp_fail_locked(Qp* qp, ibv_wc_status status, bool newest_failed) {
@@ -104,8 +134,12 @@ void qp_attach(ibv_qp* q, const std::shared_ptr<Conn>& c, uint32_t remote_qpn, u
 
 void qp_disconnected(ibv_qp* q, ibv_wc_status status) {
   Qp* qp = impl<Qp>(q);
-  std::lock_guard g(qp->mu);
-  if (qp->attr.qp_state != IBV_QPS_ERR) qp_fail_locked(qp, status);
+  {
+    std::lock_guard g(qp->mu);
+    if (qp->attr.qp_state != IBV_QPS_ERR) qp_fail_locked(qp, status);
+  }
+  // The flushes are in the CQ before the caller reports DISCONNECTED.
+  release_held_completions();
 }
 
 }  // namespace softrdma
@@ -236,30 +270,8 @@ bool limit_reads(Qp* qp, bool read, std::vector<uint8_t>& msg, size_t at) {
   return true;
 }
 
-// The messages of one ibv_post_send call, written to the connection in one go when the call
-// returns (a chain such as RDMA WRITE + SEND then wakes the peer once, not once per message).
-class SendBatch {
- public:
-  explicit SendBatch(Qp* qp) : qp_(qp) { bytes().clear(); }
-  ~SendBatch() { flush(); }
-  static std::vector<uint8_t>& bytes() {
-    static thread_local std::vector<uint8_t> b;
-    return b;
-  }
-  void flush() {
-    if (qp_->conn && !bytes().empty()) qp_->conn->send(bytes().data(), bytes().size());
-    bytes().clear();
-  }
-
- private:
-  Qp* qp_;
-};
-
-int post_send(ibv_qp* q, ibv_send_wr* wr, ibv_send_wr** bad) {
-  Qp* qp = impl<Qp>(q);
-  std::lock_guard g(qp->mu);
-  SendBatch batch(qp);
-  std::vector<uint8_t>& msg = SendBatch::bytes();
+// Builds in msg the messages of the work requests, in order; returns what ibv_post_send returns.
+int post_send_locked(Qp* qp, ibv_send_wr* wr, ibv_send_wr** bad, std::vector<uint8_t>& msg) {
   for (; wr; wr = wr->next) {
     if (qp->destroyed || qp->attr.qp_state < IBV_QPS_RTS || !supported(wr->opcode) ||
         wr->num_sge < 0 || static_cast<uint32_t>(wr->num_sge) > qp->init.cap.max_send_sge ||
@@ -289,7 +301,8 @@ int post_send(ibv_qp* q, ibv_send_wr* wr, ibv_send_wr** bad) {
     }
     if (fault_drop_now()) {
       log_debug("fault injection: dropping the connection of qp %u", qp->pub.qp_num);
-      batch.flush();
+      qp->conn->send(msg.data(), msg.size());
+      msg.clear();
       qp->conn->cut();
       qp->sq.push_back(std::move(w));
       continue;
@@ -357,6 +370,24 @@ int post_send(ibv_qp* q, ibv_send_wr* wr, ibv_send_wr** bad) {
   return 0;
 }
 
+// The messages of one call go to the connection in one write (a chain such as RDMA WRITE + SEND
+// wakes the peer once), after the QP's lock is released so that the loop thread, which needs it
+// for acknowledgements and the peer's operations, does not wait out the system call. The
+// connection's output lock is taken first, which keeps concurrent posters' messages in PSN order.
+int post_send(ibv_qp* q, ibv_send_wr* wr, ibv_send_wr** bad) {
+  Qp* qp = impl<Qp>(q);
+  static thread_local std::vector<uint8_t> msg;
+  msg.clear();
+  std::unique_lock g(qp->mu);
+  const int rc = post_send_locked(qp, wr, bad, msg);
+  if (msg.empty() || !qp->conn) return rc;
+  std::shared_ptr<Conn> c = qp->conn;
+  std::lock_guard out(c->out_mu);
+  g.unlock();
+  c->send_locked(msg.data(), msg.size());
+  return rc;
+}
+
 int post_recv(ibv_qp* q, ibv_recv_wr* wr, ibv_recv_wr** bad) {
   Qp* qp = impl<Qp>(q);
   std::shared_ptr<Conn> c;
@@ -374,7 +405,7 @@ int post_recv(ibv_qp* q, ibv_recv_wr* wr, ibv_recv_wr** bad) {
       qp->rq.push_back(std::move(r));
       if (qp->attr.qp_state == IBV_QPS_ERR || !ok) qp_fail_locked(qp, IBV_WC_WR_FLUSH_ERR);
     }
-    c = qp->conn;
+    if (qp->rnr_waiting) c = qp->conn;
   }
   if (c) conn_kick(c);
   return 0;

@@ -10,7 +10,8 @@
 namespace {
 
 TEST(Faults, DropAfterCutsTheConnectionLikeAPeerDeath) {
-  if (!getenv("SOFTRDMA_DROP_AFTER")) GTEST_SKIP() << "needs SOFTRDMA_DROP_AFTER=2";
+  ASSERT_NE(getenv("SOFTRDMA_DROP_AFTER"), nullptr)
+      << "run with SOFTRDMA_DROP_AFTER=2 (ctest softrdma.fault_*)";
   VerbsPair p;
   ASSERT_TRUE(p.connect());
   for (int i = 0; i < 3; i++) ASSERT_EQ(post_recv(p.b, 100 + i, 0, 64), 0);
@@ -44,7 +45,8 @@ TEST(Faults, DropAfterCutsTheConnectionLikeAPeerDeath) {
 }
 
 TEST(Faults, FailRegMrFailsTheNthRegistration) {
-  if (!getenv("SOFTRDMA_FAIL_REG_MR")) GTEST_SKIP() << "needs SOFTRDMA_FAIL_REG_MR=2";
+  ASSERT_NE(getenv("SOFTRDMA_FAIL_REG_MR"), nullptr)
+      << "run with SOFTRDMA_FAIL_REG_MR=2 (ctest softrdma.fault_*)";
   LocalDevice d;
   ASSERT_TRUE(d.ok());
   ibv_pd* pd = d.pd;
@@ -61,7 +63,8 @@ TEST(Faults, FailRegMrFailsTheNthRegistration) {
 }
 
 TEST(Faults, DelayPostponesCompletions) {
-  if (!getenv("SOFTRDMA_DELAY_US")) GTEST_SKIP() << "needs SOFTRDMA_DELAY_US=200000";
+  ASSERT_NE(getenv("SOFTRDMA_DELAY_US"), nullptr)
+      << "run with SOFTRDMA_DELAY_US=200000 (ctest softrdma.fault_*)";
   VerbsPair p;
   ASSERT_TRUE(p.connect());
   ASSERT_EQ(post_recv(p.b, 1, 0, 64), 0);

@@ -12,6 +12,7 @@ extern "C" size_t __sanitizer_get_current_allocated_bytes();
 #endif
 
 #include <cerrno>
+#include <chrono>
 #include <cstdlib>
 #include <cstring>
 #include <string>
@@ -59,6 +60,34 @@ TEST(Softrdma, WriteThenSendCompleteInOrderWithDataPlaced) {
   EXPECT_EQ(sc[0].wr_id, 10u);
   EXPECT_EQ(sc[0].opcode, IBV_WC_RDMA_WRITE);
   EXPECT_EQ(sc[1].wr_id, 11u);
+}
+
+// tgtd enters the full feature phase when its final Login Response's send completes, and closes
+// the connection if the initiator's next PDU arrives first. So a receiver that answers a SEND the
+// moment its receive shows up (here by busy polling) must find that the answer reaches the sender
+// after the sender's send completion, in the sender's one CQ, every time.
+TEST(Softrdma, SendCompletesBeforeAnAnswerToItArrives) {
+  VerbsPair p;
+  ASSERT_TRUE(p.connect());
+  for (uint64_t round = 0; round < 300; round++) {
+    SCOPED_TRACE("round " + std::to_string(round));
+    ASSERT_EQ(post_recv(p.b, 1000 + round, 0, 64), 0);
+    ASSERT_EQ(post_recv(p.a, 2000 + round, 0, 64), 0);
+    ASSERT_EQ(post_send(p.a, IBV_WR_SEND, round, 64, 64), 0);
+    ibv_wc wc{};
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+    while (ibv_poll_cq(p.b.cq, 1, &wc) == 0 && std::chrono::steady_clock::now() < deadline) {
+    }
+    ASSERT_EQ(wc.wr_id, 1000 + round);
+    ASSERT_EQ(post_send(p.b, IBV_WR_SEND, 3000 + round, 64, 64), 0);
+    auto at_a = p.wait_wc(p.a, 2);
+    ASSERT_EQ(at_a.size(), 2u);
+    ASSERT_EQ(at_a[0].wr_id, round) << "the answer arrived before the send it answers completed";
+    ASSERT_EQ(at_a[1].wr_id, 2000 + round);
+    auto at_b = p.wait_wc(p.b, 1);
+    ASSERT_EQ(at_b.size(), 1u);
+    ASSERT_EQ(at_b[0].wr_id, 3000 + round);
+  }
 }
 
 TEST(Softrdma, ReadFetchesRemoteMemory) {
