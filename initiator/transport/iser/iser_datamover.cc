@@ -186,6 +186,8 @@ Status IserDatamover::SetUpResources(ibv_context* verbs) {
       reg(recv_base_, size_t{kRecvBuffers} * kBufferBytes, IBV_ACCESS_LOCAL_WRITE, &recv_mr_));
   ISER_RETURN_IF_ERROR(reg(send_base, size_t{kSendSlots} * kBufferBytes, 0, &send_mr_));
   send_slots_.resize(kSendSlots);
+  queued_wrs_.reserve(2 * kSendSlots);  // a SEND per slot, each after at most one bind
+  queued_sges_.reserve(kSendSlots);
   for (uint32_t i = 0; i < kSendSlots; ++i) {
     send_slots_[i].addr = send_base + size_t{i} * kBufferBytes;
     free_send_slots_.push_back(static_cast<int>(kSendSlots - 1 - i));
@@ -413,30 +415,43 @@ void IserDatamover::Revoke(Exposure* e, uint32_t data_in) {
   *e = {};
 }
 
-Status IserDatamover::PostSend(int slot, size_t length, ibv_send_wr* before) {
+Status IserDatamover::PostSend(int slot, size_t length) {
+  QueueSend(slot, length, nullptr);
+  FlushSends();
+  return failed_ ? Status::ConnectionFailed("ibv_post_send failed") : Status::OK();
+}
+
+void IserDatamover::QueueSend(int slot, size_t length, const ibv_send_wr* bind) {
   // The caller got `slot` from FreeSendSlot: the top of the free stack.
   free_send_slots_.pop_back();
-  ibv_sge sge{reinterpret_cast<uintptr_t>(send_slots_[slot].addr), static_cast<uint32_t>(length),
-              send_mr_->lkey};
+  if (bind != nullptr) queued_wrs_.push_back(*bind);
+  queued_sges_.push_back({reinterpret_cast<uintptr_t>(send_slots_[slot].addr),
+                          static_cast<uint32_t>(length), send_mr_->lkey});
   ibv_send_wr wr{};
   wr.wr_id = kSendTag | static_cast<uint32_t>(slot);
-  wr.sg_list = &sge;
+  wr.sg_list = &queued_sges_.back();
   wr.num_sge = 1;
   wr.opcode = IBV_WR_SEND;
   wr.send_flags = IBV_SEND_SIGNALED;
-  ibv_send_wr* first = &wr;
-  if (before != nullptr) {
-    before->next = &wr;
-    first = before;
-  }
+  queued_wrs_.push_back(wr);
+}
+
+void IserDatamover::FlushSends() {
+  if (queued_wrs_.empty()) return;
+  for (size_t i = 0; i + 1 < queued_wrs_.size(); ++i) queued_wrs_[i].next = &queued_wrs_[i + 1];
+  queued_wrs_.back().next = nullptr;
   ibv_send_wr* bad = nullptr;
-  if (ibv_post_send(id_->qp, first, &bad) != 0) {
-    free_send_slots_.push_back(slot);
-    return Status::ConnectionFailed("ibv_post_send failed: " + std::string(strerror(errno)));
+  const int rc = ibv_post_send(id_->qp, queued_wrs_.data(), &bad);
+  if (rc != 0) {
+    Fail(Status::ConnectionFailed("ibv_post_send failed: " + std::string(strerror(rc))));
+  } else {
+    // The verbs leave a type 2 window's new key for the application to store (rxe checks it).
+    for (const ibv_send_wr& wr : queued_wrs_) {
+      if (wr.opcode == IBV_WR_BIND_MW) wr.bind_mw.mw->rkey = wr.bind_mw.rkey;
+    }
   }
-  // The verbs leave a type 2 window's new key for the application to store (rxe checks it).
-  if (before != nullptr) before->bind_mw.mw->rkey = before->bind_mw.rkey;
-  return Status::OK();
+  queued_wrs_.clear();
+  queued_sges_.clear();
 }
 
 Status IserDatamover::SendPdu(const Bhs& bhs, std::span<const uint8_t> data, Deadline deadline) {
@@ -764,8 +779,7 @@ bool IserDatamover::TrySend(Task* task, const Bhs& bhs, std::span<const uint8_t>
   BuildIserHeader(p, flags, write_stag, write_va, read_stag, read_va);
   std::memcpy(p + kIserHeaderLength, bhs.data(), kBhsLength);
   if (!data.empty()) std::memcpy(p + kPduHeader, data.data(), data.size());
-  Status st = PostSend(slot, kPduHeader + data.size(), before);
-  if (!st.ok()) Fail(st);
+  QueueSend(slot, kPduHeader + data.size(), before);
   return true;
 }
 
@@ -776,9 +790,10 @@ void IserDatamover::SendQueued() {
     if (next.task != nullptr && next.task->immediate_bytes > 0) {
       data = {next.task->buffer, next.task->immediate_bytes};
     }
-    if (!TrySend(next.task, next.bhs, data)) return;
+    if (!TrySend(next.task, next.bhs, data)) break;
     pending_.pop_front();
   }
+  FlushSends();
 }
 
 void IserDatamover::SendCommand(Task* task) {

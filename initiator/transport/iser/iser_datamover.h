@@ -124,7 +124,13 @@ class IserDatamover final : public Datamover {
   void SendQueued();
   int FreeSendSlot();  // a free send slot (taken by PostSend), or -1
   void ReleaseSendSlot(uint32_t index);
-  Status PostSend(int slot, size_t length, ibv_send_wr* before = nullptr);
+  Status PostSend(int slot, size_t length);
+  // Queues a SEND of `length` bytes from `slot` (a slot FreeSendSlot returned), after `bind` if
+  // not null, for FlushSends.
+  void QueueSend(int slot, size_t length, const ibv_send_wr* bind);
+  // Posts what QueueSend queued in one ibv_post_send: one doorbell (under softrdma, one socket
+  // write and one wake-up of the target) for all the PDUs one wake-up of the I/O thread produced.
+  void FlushSends();
   void Fail(Status status);
   void Teardown();
 
@@ -151,6 +157,9 @@ class IserDatamover final : public Datamover {
   std::vector<DataSlot*> free_large_slots_;
   std::vector<Exposure> by_itt_;  // ITT slot bits → what that command exposes
   std::deque<Pending> pending_;
+  // QueueSend's work requests and SGEs; reserved once, so the links between them stay valid.
+  std::vector<ibv_send_wr> queued_wrs_;
+  std::vector<ibv_sge> queued_sges_;
   std::deque<uint32_t> ready_receives_;  // completed receives seen while waiting for a send
 
   DatamoverEvents* events_ = nullptr;
