@@ -6,6 +6,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <random>
@@ -43,11 +44,11 @@ static void cq_changed(Cq* cq) {
 // The completions held by this thread's open CompletionBatch (null while none is open).
 static thread_local std::vector<std::pair<Cq*, ibv_wc>>* held_completions = nullptr;
 
-static void cq_push_now(Cq* cq, const ibv_wc& wc) {
+// Adds wc to cq and raises its completion event if armed; the caller wakes pollers (cq_changed).
+static void cq_add(Cq* cq, const ibv_wc& wc) {
   std::lock_guard g(cq->mu);
   if (cq->destroyed) return;
   cq->entries.push_back(wc);
-  cq_changed(cq);
   if (!cq->armed || !cq->pub.channel) return;
   cq->armed = false;
   auto* ch = impl<Channel>(cq->pub.channel);
@@ -60,10 +61,12 @@ static void cq_push_now(Cq* cq, const ibv_wc& wc) {
 }
 
 void cq_push(Cq* cq, const ibv_wc& wc) {
-  if (held_completions)
+  if (held_completions) {
     held_completions->push_back({cq, wc});
-  else
-    cq_push_now(cq, wc);
+    return;
+  }
+  cq_add(cq, wc);
+  cq_changed(cq);
 }
 
 CompletionBatch::CompletionBatch() {
@@ -81,8 +84,19 @@ CompletionBatch::~CompletionBatch() {
 }
 
 void release_held_completions() {
-  if (!held_completions) return;
-  for (const auto& [cq, wc] : *held_completions) cq_push_now(cq, wc);
+  if (!held_completions || held_completions->empty()) return;
+  // One wake-up per CQ for the whole batch: a thread sleeping in ibv_poll_cq needs only one.
+  Cq* woken[4];
+  size_t nwoken = 0;
+  for (const auto& [cq, wc] : *held_completions) {
+    cq_add(cq, wc);
+    if (std::find(woken, woken + nwoken, cq) != woken + nwoken) continue;
+    if (nwoken < std::size(woken))
+      woken[nwoken++] = cq;
+    else
+      cq_changed(cq);
+  }
+  for (size_t i = 0; i < nwoken; i++) cq_changed(woken[i]);
   held_completions->clear();
 }
 
