@@ -10,13 +10,17 @@
 #include <sys/resource.h>
 #include <unistd.h>
 
+#include <dirent.h>
 #include <atomic>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <fstream>
+#include <map>
 #include <mutex>
 #include <semaphore>
+#include <sstream>
 #include <thread>
 
 #include "cli/commands.h"
@@ -44,6 +48,33 @@ struct BenchConfig {
   uint64_t range = 0;  // bytes of the LUN used, from offset 0
   uint32_t rwmix_read = 50;
 };
+
+// CPU seconds (user + system) of this process's threads, summed by thread name: a transport's
+// helper threads (softrdma's, which does a NIC's work) then show apart from the initiator's own.
+std::map<std::string, double> CpuByThreadName() {
+  std::map<std::string, double> cpu;
+  DIR* dir = opendir("/proc/self/task");
+  if (dir == nullptr) return cpu;
+  const double tick = static_cast<double>(sysconf(_SC_CLK_TCK));
+  while (const dirent* e = readdir(dir)) {
+    if (e->d_name[0] == '.') continue;
+    std::ifstream f(std::string("/proc/self/task/") + e->d_name + "/stat");
+    std::string stat((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+    const size_t open = stat.find('('), close = stat.rfind(')');
+    if (open == std::string::npos || close == std::string::npos) continue;
+    // After the name: state, then fields 4..; utime and stime are fields 14 and 15.
+    std::istringstream rest(stat.substr(close + 2));
+    std::string field;
+    double utime = 0, stime = 0;
+    for (int i = 3; i <= 15 && rest >> field; ++i) {
+      if (i == 14) utime = std::stod(field);
+      if (i == 15) stime = std::stod(field);
+    }
+    cpu[stat.substr(open + 1, close - open - 1)] += (utime + stime) / tick;
+  }
+  closedir(dir);
+  return cpu;
+}
 
 uint64_t NextRandom(uint64_t& s) {
   s ^= s << 13;
@@ -150,6 +181,7 @@ class Bench {
   double elapsed_s_ = 0;
   double cpu_user_s_ = 0;
   double cpu_sys_s_ = 0;
+  std::map<std::string, double> cpu_by_thread_;  // during the run, by thread name
 };
 
 void Bench::Record(uint64_t ns) {
@@ -171,8 +203,8 @@ double Bench::Percentile(double p) const {
     if (seen >= want) {
       const int log = static_cast<int>(i / 16);
       const uint64_t sub = i % 16;
-      const double lo = log >= 4 ? std::ldexp(16.0 + static_cast<double>(sub), log - 4)
-                                 : std::ldexp(1.0, log);
+      const double lo =
+          log >= 4 ? std::ldexp(16.0 + static_cast<double>(sub), log - 4) : std::ldexp(1.0, log);
       return lo;
     }
   }
@@ -185,11 +217,21 @@ void Bench::Issue(Slot& s) {
   bool write = false;
   bool random = true;
   switch (cfg_.workload) {
-    case Workload::kRead: random = false; break;
-    case Workload::kWrite: random = false; write = true; break;
-    case Workload::kRandRead: break;
-    case Workload::kRandWrite: write = true; break;
-    case Workload::kRandRw: write = NextRandom(s.rng) % 100 >= cfg_.rwmix_read; break;
+    case Workload::kRead:
+      random = false;
+      break;
+    case Workload::kWrite:
+      random = false;
+      write = true;
+      break;
+    case Workload::kRandRead:
+      break;
+    case Workload::kRandWrite:
+      write = true;
+      break;
+    case Workload::kRandRw:
+      write = NextRandom(s.rng) % 100 >= cfg_.rwmix_read;
+      break;
   }
   uint64_t block;
   if (random) {
@@ -225,8 +267,8 @@ void Bench::OnComplete(IoRequest* req, const Status& status) {
       b.read_ios_.fetch_add(1, std::memory_order_relaxed);
       if (b.cfg_.verify) {
         b.checked_units_ += req->length / kVerifyUnit;
-        const uint64_t bad = CheckUnits(req->buffer, req->offset, req->length, b.seed_,
-                                        &b.verify_error_);
+        const uint64_t bad =
+            CheckUnits(req->buffer, req->offset, req->length, b.seed_, &b.verify_error_);
         if (bad > 0) {
           b.bad_units_ += bad;
           b.stop_ = true;
@@ -270,10 +312,9 @@ Status Bench::VerifyWritten() {
 Status Bench::Run() {
   const LunInfo& info = dev_.info();
   if (cfg_.bs % info.logical_block_size != 0 || cfg_.bs > info.max_transfer_bytes) {
-    return Status::InvalidArgument("--bs must be a multiple of the LUN's " +
-                                   std::to_string(info.logical_block_size) +
-                                   "-byte blocks and at most " +
-                                   HumanBytes(info.max_transfer_bytes));
+    return Status::InvalidArgument(
+        "--bs must be a multiple of the LUN's " + std::to_string(info.logical_block_size) +
+        "-byte blocks and at most " + HumanBytes(info.max_transfer_bytes));
   }
   if (cfg_.verify && cfg_.bs % kVerifyUnit != 0) {
     return Status::InvalidArgument("--verify needs --bs to be a multiple of 512");
@@ -310,6 +351,7 @@ Status Bench::Run() {
 
   rusage before{};
   getrusage(RUSAGE_SELF, &before);
+  const std::map<std::string, double> threads_before = CpuByThreadName();
   const auto start = BenchClock::now();
   end_ = start + std::chrono::duration_cast<BenchClock::duration>(
                      std::chrono::duration<double>(cfg_.seconds));
@@ -325,9 +367,9 @@ Status Bench::Run() {
     const uint64_t lat = lat_sum_ns_.load(std::memory_order_relaxed);
     const double dt = std::chrono::duration<double>(now - last).count();
     const double iops = static_cast<double>(ios - last_ios) / dt;
-    const double lat_ms =
-        ios > last_ios ? static_cast<double>(lat - last_lat) / static_cast<double>(ios - last_ios) / 1e6
-                       : 0;
+    const double lat_ms = ios > last_ios ? static_cast<double>(lat - last_lat) /
+                                               static_cast<double>(ios - last_ios) / 1e6
+                                         : 0;
     std::fprintf(stderr, "\r%s: %8.0f IOPS %9.1f MiB/s  lat %7.3f ms  [%3.0f/%.0f s] ",
                  cfg_.rw.c_str(), iops, iops * cfg_.bs / (1 << 20), lat_ms,
                  std::chrono::duration<double>(now - start).count(), cfg_.seconds);
@@ -339,10 +381,15 @@ Status Bench::Run() {
   rusage after{};
   getrusage(RUSAGE_SELF, &after);
   auto secs = [](timeval a, timeval b) {
-    return static_cast<double>(b.tv_sec - a.tv_sec) + static_cast<double>(b.tv_usec - a.tv_usec) / 1e6;
+    return static_cast<double>(b.tv_sec - a.tv_sec) +
+           static_cast<double>(b.tv_usec - a.tv_usec) / 1e6;
   };
   cpu_user_s_ = secs(before.ru_utime, after.ru_utime);
   cpu_sys_s_ = secs(before.ru_stime, after.ru_stime);
+  cpu_by_thread_ = CpuByThreadName();
+  for (auto& [name, seconds] : cpu_by_thread_) {
+    if (auto it = threads_before.find(name); it != threads_before.end()) seconds -= it->second;
+  }
   if (cfg_.progress) std::fprintf(stderr, "\r%*s\r", 72, "");
   if (!error_.ok()) return error_;
   if (cfg_.verify && bad_units_ == 0) ISER_RETURN_IF_ERROR(VerifyWritten());
@@ -358,20 +405,31 @@ void Bench::Print(const std::string& target) const {
   const double cpu_per_io_us = ios > 0 ? cpu / ios * 1e6 : 0;
   const double gib = static_cast<double>(bytes_.load()) / (1 << 30);
   const double cpu_per_gib_ms = gib > 0 ? cpu / gib * 1e3 : 0;
+  std::string threads_json, threads_text;
+  for (const auto& [name, seconds] : cpu_by_thread_) {
+    char item[160];
+    std::snprintf(item, sizeof item, "%s\"%s\":%.3f", threads_json.empty() ? "" : ",",
+                  JsonEscape(name).c_str(), seconds);
+    threads_json += item;
+    std::snprintf(item, sizeof item, "%s%s %.2f s", threads_text.empty() ? "" : ", ", name.c_str(),
+                  seconds);
+    threads_text += item;
+  }
   if (cfg_.json) {
-    std::printf("{\"target\":\"%s\",\"rw\":\"%s\",\"bs\":%u,\"qd\":%u,\"seconds\":%.3f,"
-                "\"ios\":%.0f,\"read_ios\":%llu,\"write_ios\":%llu,\"iops\":%.1f,\"mib_per_s\":%.2f,"
-                "\"lat_avg_ms\":%.4f,\"lat_p50_ms\":%.4f,\"lat_p99_ms\":%.4f,\"lat_max_ms\":%.4f,"
-                "\"cpu_user_s\":%.3f,\"cpu_sys_s\":%.3f,\"cpu_us_per_io\":%.3f,"
-                "\"cpu_ms_per_gib\":%.3f,\"verify\":%s,\"verified_units\":%llu,\"bad_units\":%llu}\n",
-                JsonEscape(target).c_str(), cfg_.rw.c_str(), cfg_.bs, cfg_.qd, elapsed_s_, ios,
-                static_cast<unsigned long long>(read_ios_.load()),
-                static_cast<unsigned long long>(write_ios_.load()), iops, mibs, avg_ms,
-                Percentile(0.5) / 1e6, Percentile(0.99) / 1e6,
-                static_cast<double>(lat_max_ns_) / 1e6, cpu_user_s_, cpu_sys_s_, cpu_per_io_us,
-                cpu_per_gib_ms, cfg_.verify ? "true" : "false",
-                static_cast<unsigned long long>(checked_units_),
-                static_cast<unsigned long long>(bad_units_.load()));
+    std::printf(
+        "{\"target\":\"%s\",\"rw\":\"%s\",\"bs\":%u,\"qd\":%u,\"seconds\":%.3f,"
+        "\"ios\":%.0f,\"read_ios\":%llu,\"write_ios\":%llu,\"iops\":%.1f,\"mib_per_s\":%.2f,"
+        "\"lat_avg_ms\":%.4f,\"lat_p50_ms\":%.4f,\"lat_p99_ms\":%.4f,\"lat_max_ms\":%.4f,"
+        "\"cpu_user_s\":%.3f,\"cpu_sys_s\":%.3f,\"cpu_us_per_io\":%.3f,"
+        "\"cpu_ms_per_gib\":%.3f,\"cpu_s_by_thread\":{%s},\"verify\":%s,"
+        "\"verified_units\":%llu,\"bad_units\":%llu}\n",
+        JsonEscape(target).c_str(), cfg_.rw.c_str(), cfg_.bs, cfg_.qd, elapsed_s_, ios,
+        static_cast<unsigned long long>(read_ios_.load()),
+        static_cast<unsigned long long>(write_ios_.load()), iops, mibs, avg_ms,
+        Percentile(0.5) / 1e6, Percentile(0.99) / 1e6, static_cast<double>(lat_max_ns_) / 1e6,
+        cpu_user_s_, cpu_sys_s_, cpu_per_io_us, cpu_per_gib_ms, threads_json.c_str(),
+        cfg_.verify ? "true" : "false", static_cast<unsigned long long>(checked_units_),
+        static_cast<unsigned long long>(bad_units_.load()));
     return;
   }
   std::printf("%s %s QD%u for %.1f s on %s\n", cfg_.rw.c_str(), HumanBytes(cfg_.bs).c_str(),
@@ -384,6 +442,7 @@ void Bench::Print(const std::string& target) const {
               static_cast<double>(lat_max_ns_) / 1e6);
   std::printf("  initiator CPU %.2f s (user %.2f, sys %.2f): %.1f us per I/O, %.1f ms per GiB\n",
               cpu, cpu_user_s_, cpu_sys_s_, cpu_per_io_us, cpu_per_gib_ms);
+  std::printf("  CPU by thread: %s\n", threads_text.c_str());
   if (cfg_.verify) {
     std::printf("  verify: %llu units of 512 bytes checked, %llu bad%s%s\n",
                 static_cast<unsigned long long>(checked_units_),

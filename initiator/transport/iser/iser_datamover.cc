@@ -4,6 +4,7 @@
 #include <linux/capability.h>
 #include <netdb.h>
 #include <poll.h>
+#include <pthread.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include <sys/resource.h>
@@ -25,6 +26,8 @@
 namespace iser {
 
 namespace {
+
+constexpr char kIoThreadName[] = "iser-io";  // in top -H and iser-connect bench
 
 constexpr uint32_t kMaxRecvData = 8192;  // InitiatorRecvDataSegmentLength we declare
 constexpr size_t kPduHeader = kIserHeaderLength + kBhsLength;
@@ -563,6 +566,7 @@ Status IserDatamover::Start(DatamoverEvents* events) {
   }
   ibv_req_notify_cq(cq_, 0);
   io_thread_ = std::thread([this] { Run(); });
+  pthread_setname_np(io_thread_.native_handle(), kIoThreadName);
   return Status::OK();
 }
 

@@ -5,6 +5,7 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
+#include <pthread.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include <sys/socket.h>
@@ -24,6 +25,8 @@ namespace iser {
 
 namespace {
 
+constexpr char kIoThreadName[] = "iscsi-tcp-io";  // in top -H and iser-connect bench
+
 constexpr size_t kStagingSize = 256 * 1024;
 constexpr size_t kMaxFramesPerBatch = 256;
 constexpr size_t kMaxAhsBytes = 1020;  // TotalAHSLength is one byte of 4-byte words
@@ -32,7 +35,9 @@ constexpr size_t kInitialOutputs = 2048;
 // A data segment at least this long is worth a system call of its own to avoid a copy.
 constexpr uint32_t kLargeSegment = 32 * 1024;
 
-std::string ErrnoText(int err) { return std::strerror(err); }
+std::string ErrnoText(int err) {
+  return std::strerror(err);
+}
 
 int MillisUntil(Deadline deadline) {
   const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
@@ -130,8 +135,8 @@ Status TcpDatamover::SendPdu(const Bhs& bhs, std::span<const uint8_t> data, Dead
         ISER_RETURN_IF_ERROR(WaitFd(fd_, POLLOUT, deadline, "sending to " + peer_));
         continue;
       }
-      return Status::ConnectionFailed("sending " + std::string(OpcodeName(bhs.opcode())) +
-                                      " to " + peer_ + ": " + ErrnoText(errno));
+      return Status::ConnectionFailed("sending " + std::string(OpcodeName(bhs.opcode())) + " to " +
+                                      peer_ + ": " + ErrnoText(errno));
     }
     size_t left = static_cast<size_t>(n);
     while (idx < 3 && left >= iov[idx].iov_len) {
@@ -163,8 +168,8 @@ static Status ReadExact(int fd, uint8_t* p, size_t len, Deadline deadline, const
       return Status::ConnectionFailed("receiving " + std::string(what) + " from " + peer + ": " +
                                       ErrnoText(errno));
     }
-    ISER_RETURN_IF_ERROR(WaitFd(fd, POLLIN, deadline, std::string("waiting for ") + what +
-                                                          " from " + peer));
+    ISER_RETURN_IF_ERROR(
+        WaitFd(fd, POLLIN, deadline, std::string("waiting for ") + what + " from " + peer));
   }
   return Status::OK();
 }
@@ -177,8 +182,8 @@ Status TcpDatamover::ReceivePdu(Bhs* bhs, std::vector<uint8_t>* data, Deadline d
   ISER_RETURN_IF_ERROR(ReadExact(fd_, ahs.data(), ahs.size(), deadline, peer_, "an AHS"));
   const uint32_t dsl = bhs->data_segment_length();
   data->resize(dsl + PadLength(dsl));
-  ISER_RETURN_IF_ERROR(ReadExact(fd_, data->data(), data->size(), deadline, peer_,
-                                 "a data segment"));
+  ISER_RETURN_IF_ERROR(
+      ReadExact(fd_, data->data(), data->size(), deadline, peer_, "a data segment"));
   data->resize(dsl);
   return Status::OK();
 }
@@ -216,6 +221,7 @@ Status TcpDatamover::Start(DatamoverEvents* events) {
   ev.data.fd = timer_fd_;
   epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, timer_fd_, &ev);
   io_thread_ = std::thread([this] { Run(); });
+  pthread_setname_np(io_thread_.native_handle(), kIoThreadName);
   return Status::OK();
 }
 
