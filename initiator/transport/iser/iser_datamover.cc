@@ -420,8 +420,7 @@ void IserDatamover::Revoke(Exposure* e, uint32_t data_in) {
 
 Status IserDatamover::PostSend(int slot, size_t length) {
   QueueSend(slot, length, nullptr);
-  FlushSends();
-  return failed_ ? Status::ConnectionFailed("ibv_post_send failed") : Status::OK();
+  return FlushSends();
 }
 
 void IserDatamover::QueueSend(int slot, size_t length, const ibv_send_wr* bind) {
@@ -439,14 +438,20 @@ void IserDatamover::QueueSend(int slot, size_t length, const ibv_send_wr* bind) 
   queued_wrs_.push_back(wr);
 }
 
-void IserDatamover::FlushSends() {
-  if (queued_wrs_.empty()) return;
+Status IserDatamover::FlushSends() {
+  if (queued_wrs_.empty()) return Status::OK();
   for (size_t i = 0; i + 1 < queued_wrs_.size(); ++i) queued_wrs_[i].next = &queued_wrs_[i + 1];
   queued_wrs_.back().next = nullptr;
   ibv_send_wr* bad = nullptr;
   const int rc = ibv_post_send(id_->qp, queued_wrs_.data(), &bad);
+  Status status;
   if (rc != 0) {
-    Fail(Status::ConnectionFailed("ibv_post_send failed: " + std::string(strerror(rc))));
+    // The slots of the SENDs not posted are free again.
+    for (ibv_send_wr* wr = bad; wr != nullptr; wr = wr->next) {
+      if (wr->opcode == IBV_WR_SEND)
+        free_send_slots_.push_back(static_cast<int>(wr->wr_id & 0xffffffffu));
+    }
+    status = Status::ConnectionFailed("ibv_post_send failed: " + std::string(strerror(rc)));
   } else {
     // The verbs leave a type 2 window's new key for the application to store (rxe checks it).
     for (const ibv_send_wr& wr : queued_wrs_) {
@@ -455,6 +460,7 @@ void IserDatamover::FlushSends() {
   }
   queued_wrs_.clear();
   queued_sges_.clear();
+  return status;
 }
 
 Status IserDatamover::SendPdu(const Bhs& bhs, std::span<const uint8_t> data, Deadline deadline) {
@@ -797,7 +803,7 @@ void IserDatamover::SendQueued() {
     if (!TrySend(next.task, next.bhs, data)) break;
     pending_.pop_front();
   }
-  FlushSends();
+  if (Status st = FlushSends(); !st.ok()) Fail(st);
 }
 
 void IserDatamover::SendCommand(Task* task) {

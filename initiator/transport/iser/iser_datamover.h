@@ -130,7 +130,7 @@ class IserDatamover final : public Datamover {
   void QueueSend(int slot, size_t length, const ibv_send_wr* bind);
   // Posts what QueueSend queued in one ibv_post_send: one doorbell (under softrdma, one socket
   // write and one wake-up of the target) for all the PDUs one wake-up of the I/O thread produced.
-  void FlushSends();
+  Status FlushSends();
   void Fail(Status status);
   void Teardown();
 
