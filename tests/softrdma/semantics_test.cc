@@ -272,6 +272,21 @@ TEST(Softrdma, DisconnectFlushesAndEndsWithTimewaitExit) {
   EXPECT_EQ(rdma_disconnect(p.b.id), 0);
 }
 
+// RoCE reports TIMEWAIT_EXIT only after the CM's timewait, and not for an id destroyed by then:
+// rping 44's CM thread would otherwise read the event channel its main thread has just closed.
+TEST(Softrdma, TimewaitExitIsNotReportedForAnIdDestroyedBefore) {
+  VerbsPair p;
+  ASSERT_TRUE(p.connect());
+  ASSERT_EQ(rdma_disconnect(p.a.id), 0);
+  for (int i = 0; i < 2; i++) ASSERT_TRUE(p.next_event(RDMA_CM_EVENT_DISCONNECTED));
+  rdma_cm_id* b_id = p.b.id;
+  p.release(p.a);
+  ASSERT_TRUE(p.next_event(RDMA_CM_EVENT_TIMEWAIT_EXIT)) << rdma_event_str(p.last.event);
+  EXPECT_EQ(p.last.id, b_id);
+  pollfd more{p.ec->fd, POLLIN, 0};
+  EXPECT_EQ(poll(&more, 1, 1500), 0) << "an event for the destroyed id";
+}
+
 TEST(Softrdma, RejectCarriesPrivateDataAndStatus28) {
   VerbsPair p;
   p.ec = rdma_create_event_channel();

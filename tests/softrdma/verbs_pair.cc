@@ -94,16 +94,20 @@ std::vector<ibv_wc> VerbsPair::wait_wc(Side& s, int n, int timeout_ms) {
   return out;
 }
 
+void VerbsPair::release(Side& s) {
+  if (!s.id) return;
+  rdma_destroy_qp(s.id);
+  if (s.mr) ibv_dereg_mr(s.mr);
+  if (s.cq) ibv_destroy_cq(s.cq);
+  if (s.ch) ibv_destroy_comp_channel(s.ch);
+  if (s.pd && s.pd != s.shared_pd) ibv_dealloc_pd(s.pd);
+  rdma_destroy_id(s.id);
+  s.id = nullptr;
+}
+
 VerbsPair::~VerbsPair() {
-  for (Side* s : {&a, &b}) {
-    if (!s->id) continue;
-    rdma_destroy_qp(s->id);
-    if (s->mr) ibv_dereg_mr(s->mr);
-    if (s->cq) ibv_destroy_cq(s->cq);
-    if (s->ch) ibv_destroy_comp_channel(s->ch);
-    if (s->pd && s->pd != s->shared_pd) ibv_dealloc_pd(s->pd);
-    rdma_destroy_id(s->id);
-  }
+  release(a);
+  release(b);
   if (listener) rdma_destroy_id(listener);
   if (ec) rdma_destroy_event_channel(ec);
 }

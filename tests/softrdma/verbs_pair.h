@@ -66,6 +66,8 @@ class VerbsPair {
   bool connect(uint8_t rnr_retry = 7, int mr_access = IBV_ACCESS_LOCAL_WRITE |
                                                       IBV_ACCESS_REMOTE_WRITE |
                                                       IBV_ACCESS_REMOTE_READ);
+  // Destroys a side's QP, MR, CQ, channel, PD (unless shared) and id.
+  void release(Side& s);
   // Collects up to n completions from a side's CQ within the timeout.
   std::vector<ibv_wc> wait_wc(Side& s, int n, int timeout_ms = 5000);
   uint16_t port = 0;
