@@ -60,6 +60,7 @@ struct Conn : std::enable_shared_from_this<Conn> {
   // Shuts the socket down both ways: both ends then see the peer vanish.
   void cut();
   void flush_locked();
+  void watch_output_locked();  // EPOLLOUT on the loop exactly while `out` holds bytes
 };
 
 // Registers a connected nonblocking socket with the loop (starting it if needed).

@@ -228,13 +228,25 @@ void ensure_started() {
 
 }  // namespace
 
+// Sends what the socket takes now of the len bytes at p, without blocking; returns how many.
+static size_t send_what_fits(int fd, const char* p, size_t len) {
+  for (;;) {
+    const ssize_t n = ::send(fd, p, len, MSG_DONTWAIT | MSG_NOSIGNAL);
+    if (n >= 0) return static_cast<size_t>(n);
+    if (errno != EINTR) return 0;
+  }
+}
+
 void Conn::flush_locked() {
   while (!out.empty() && fd >= 0) {
-    ssize_t n = ::send(fd, out.data(), out.size(), MSG_DONTWAIT | MSG_NOSIGNAL);
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) break;
+    const size_t n = send_what_fits(fd, out.data(), out.size());
+    if (n == 0) break;
     out.erase(0, n);
   }
+  watch_output_locked();
+}
+
+void Conn::watch_output_locked() {
   bool want = !out.empty() && fd >= 0;
   if (want != want_out && fd >= 0) {
     epoll_event ev{};
@@ -253,18 +265,17 @@ void Conn::send(const void* data, size_t len) {
 void Conn::send_locked(const void* data, size_t len) {
   if (fd < 0) return;
   const char* p = static_cast<const char*>(data);
-  if (out.empty()) {  // nothing queued: straight from the caller's bytes, no copy into `out`
-    ssize_t n;
-    do n = ::send(fd, p, len, MSG_DONTWAIT | MSG_NOSIGNAL);
-    while (n < 0 && errno == EINTR);
-    if (n > 0) {
-      p += n;
-      len -= n;
-    }
-    if (len == 0) return;
+  if (!out.empty()) {
+    out.append(p, len);
+    flush_locked();
+    return;
   }
-  out.append(p, len);
-  flush_locked();
+  // Nothing queued: straight from the caller's bytes, no copy into `out`. What the socket does
+  // not take now waits for EPOLLOUT.
+  const size_t n = send_what_fits(fd, p, len);
+  if (n == len) return;
+  out.append(p + n, len - n);
+  watch_output_locked();
 }
 
 void Conn::cut() {

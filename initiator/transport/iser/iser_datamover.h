@@ -122,7 +122,7 @@ class IserDatamover final : public Datamover {
   // reads through a slot, copies `data_in` bytes to the caller first.
   void Revoke(Exposure* e, uint32_t data_in);
   void SendQueued();
-  int FreeSendSlot();  // a free send slot (taken by PostSend), or -1
+  int FreeSendSlot();  // a free send slot (taken by QueueSend), or -1
   void ReleaseSendSlot(uint32_t index);
   Status PostSend(int slot, size_t length);
   // Queues a SEND of `length` bytes from `slot` (a slot FreeSendSlot returned), after `bind` if
