@@ -23,6 +23,7 @@ struct Channel {
   ibv_comp_channel pub;
   std::mutex mu;
   std::deque<ibv_cq*> events;
+  std::atomic<int> signalling{0};  // completion events being written to pub.fd
 };
 
 struct Pd {

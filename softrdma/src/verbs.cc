@@ -44,20 +44,26 @@ static void cq_changed(Cq* cq) {
 // The completions held by this thread's open CompletionBatch (null while none is open).
 static thread_local std::vector<std::pair<Cq*, ibv_wc>>* held_completions = nullptr;
 
-// Adds wc to cq and raises its completion event if armed; the caller wakes pollers (cq_changed).
-static void cq_add(Cq* cq, const ibv_wc& wc) {
-  std::lock_guard g(cq->mu);
-  if (cq->destroyed) return;
-  cq->entries.push_back(wc);
-  if (!cq->armed || !cq->pub.channel) return;
-  cq->armed = false;
-  auto* ch = impl<Channel>(cq->pub.channel);
+// Adds n completions to cq and raises its completion event if armed; the caller wakes pollers
+// (cq_changed). The event's eventfd write, which wakes the channel's reader, is the slow part, so
+// it happens outside the CQ's lock: the application's ibv_poll_cq and ibv_req_notify_cq need that
+// lock meanwhile. Channel::signalling keeps the channel's fd open until the write is done.
+static void cq_add(Cq* cq, const ibv_wc* wc, size_t n) {
+  Channel* ch = nullptr;
   {
+    std::lock_guard g(cq->mu);
+    if (cq->destroyed) return;
+    cq->entries.insert(cq->entries.end(), wc, wc + n);
+    if (!cq->armed || !cq->pub.channel) return;
+    cq->armed = false;
+    ch = impl<Channel>(cq->pub.channel);
     std::lock_guard cg(ch->mu);
     ch->events.push_back(&cq->pub);
+    ch->signalling++;
   }
   uint64_t one = 1;
   if (write(ch->pub.fd, &one, sizeof one) < 0) log_warn("completion event lost");
+  ch->signalling--;
 }
 
 void cq_push(Cq* cq, const ibv_wc& wc) {
@@ -65,7 +71,7 @@ void cq_push(Cq* cq, const ibv_wc& wc) {
     held_completions->push_back({cq, wc});
     return;
   }
-  cq_add(cq, wc);
+  cq_add(cq, &wc, 1);
   cq_changed(cq);
 }
 
@@ -85,11 +91,17 @@ CompletionBatch::~CompletionBatch() {
 
 void release_held_completions() {
   if (!held_completions || held_completions->empty()) return;
-  // One wake-up per CQ for the whole batch: a thread sleeping in ibv_poll_cq needs only one.
+  // One lock of the CQ per run of completions for it, and one wake-up per CQ for the whole
+  // batch: a thread sleeping in ibv_poll_cq needs only one.
+  static thread_local std::vector<ibv_wc> run;
   Cq* woken[4];
   size_t nwoken = 0;
-  for (const auto& [cq, wc] : *held_completions) {
-    cq_add(cq, wc);
+  const auto& held = *held_completions;
+  for (size_t i = 0; i < held.size();) {
+    Cq* cq = held[i].first;
+    run.clear();
+    for (; i < held.size() && held[i].first == cq; i++) run.push_back(held[i].second);
+    cq_add(cq, run.data(), run.size());
     if (std::find(woken, woken + nwoken, cq) != woken + nwoken) continue;
     if (nwoken < std::size(woken))
       woken[nwoken++] = cq;
@@ -509,6 +521,8 @@ ibv_comp_channel* ibv_create_comp_channel(ibv_context* ctx) {
 
 int ibv_destroy_comp_channel(ibv_comp_channel* ch) {
   if (ch->refcnt) return EBUSY;
+  // A completion event raised just before the last CQ went away may still be writing.
+  while (impl<Channel>(ch)->signalling.load() > 0) sched_yield();
   close(ch->fd);
   return 0;
 }
