@@ -189,10 +189,12 @@ int poll_cq_locked(ibv_cq* c, int n, ibv_wc* wc) {
 }
 
 // A busy-polling caller (perftest) would keep the loop threads that produce its completions off
-// the CPU when cores are few. So an empty poll yields, and
-// once a thread has found every CQ it polled empty kBusyPolls times in a row, the next empty
+// the CPU when cores are few. So from the third empty poll in a row on, an empty poll yields,
+// and once a thread has found every CQ it polled empty kBusyPolls times in a row, the next empty
 // poll sleeps until a completion is pushed to that CQ or kIdleSleepNs pass. Callers that poll
-// after a completion event see at most two empty polls in a row and never sleep.
+// after a completion event see at most two empty polls in a row (drained, then after re-arming)
+// and so neither yield nor sleep: a completion event can find its completions already taken.
+constexpr int kEventDrivenEmptyPolls = 2;
 constexpr int kBusyPolls = 16;
 constexpr long kIdleSleepNs = 200 * 1000;
 thread_local int empty_polls = 0;
@@ -202,7 +204,7 @@ int poll_cq_adaptive(ibv_cq* c, int n, ibv_wc* wc) {
   uint32_t seen = cq->pushes.load();
   int got = poll_cq_locked(c, n, wc);
   if (got == 0 && ++empty_polls < kBusyPolls) {
-    sched_yield();
+    if (empty_polls > kEventDrivenEmptyPolls) sched_yield();
     return 0;
   }
   if (got == 0) {
