@@ -23,8 +23,24 @@ tgt_fail() {
   exit 1
 }
 
+# A free port below the kernel's ephemeral range (32768 and up), so that no connect() elsewhere
+# takes it as its local port before tgtd binds it; random, so parallel tests differ.
 tgt_free_port() {
-  python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1]); s.close()'
+  python3 - <<'PY'
+import random, socket, sys
+for _ in range(200):
+    port = random.randint(20000, 32767)
+    s = socket.socket()
+    try:
+        s.bind(("127.0.0.1", port))
+    except OSError:
+        continue
+    finally:
+        s.close()
+    print(port)
+    sys.exit(0)
+sys.exit("no free port in 20000-32767 after 200 tries")
+PY
 }
 
 tgt_start() {

@@ -62,7 +62,7 @@ class TgtFixture {
   pid_t pid_ = -1;
 };
 
-// A free TCP port on 127.0.0.1 (bound and released).
+// A free TCP port on 127.0.0.1 below the ephemeral range (bound and released).
 uint16_t FreePort();
 
 }  // namespace iser::testing
