@@ -50,12 +50,27 @@ fuse_assert_logged_out
 echo "SIGTERM under load: clean exit, logged out"
 
 fuse_mount "$(fuse_url 1)" "$MNT"
+# The mount asked for auto_unmount: a fusermount3 stays behind, holding a socket to the mount
+# process, and unmounts when that socket closes and the mount answers ENOTCONN.
+watcher=$(pgrep -f "^fusermount3 .*auto_unmount.* $MNT\$" || true)
+[ -n "$watcher" ] || fail "no auto_unmount fusermount3 for $MNT: $(pgrep -a fusermount3 || true)"
 kill -KILL "$FUSE_PID"
-# fusermount3's auto_unmount helper notices the closed /dev/fuse descriptor; give it time on a
-# loaded machine (this bounds a hang, it does not measure speed).
+# Give it time on a loaded machine (this bounds a hang, it does not measure speed).
 for i in $(seq 1 200); do grep -qs " $MNT " /proc/mounts || break; sleep 0.1; done
-fuse_assert_unmounted "$MNT"
-echo "killed: auto_unmount removed the mount"
+if grep -qs " $MNT " /proc/mounts; then
+  # fusermount3 3.14 (and libfuse upstream to date) leaves the mount when its check of the
+  # mount point fails with ECONNABORTED instead of ENOTCONN, which happens when its socket closes
+  # before the kernel has aborted the FUSE connection (a worker thread of the killed process
+  # can drop the last /dev/fuse reference after the socket is gone). Seen with `perf trace` on
+  # the watcher under heavy load, about 1 run in 10 with two of these tests and a fuzzer at once.
+  # Our part is asking for auto_unmount and leaving no other holder of the mount: the watcher
+  # must have run its check and exited.
+  ! kill -0 "$watcher" 2>/dev/null || fail "fusermount3 $watcher still waits: the mount process is not gone"
+  fusermount3 -u -z "$MNT"
+  echo "killed: fusermount3 checked and left the mount (its ECONNABORTED race); removed by hand"
+else
+  echo "killed: auto_unmount removed the mount"
+fi
 
 fuse_mount_foreground "$FUSE_DIR/fg2.log" "$(fuse_url 1)" "$MNT"
 fg=$FUSE_PID
