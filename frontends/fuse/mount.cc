@@ -18,6 +18,7 @@
 #include "frontends/fuse/block_file_system.h"
 #include "frontends/fuse/detach.h"
 #include "frontends/fuse/lun_files.h"
+#include "frontends/fuse/unmount_guard.h"
 #include "initiator/base/log.h"
 
 namespace iser::fuse {
@@ -142,6 +143,8 @@ Status FlushAndLogOut(Session& session, std::vector<LunFile>& files, bool read_o
 // Connects, mounts, serves until unmounted or signalled, shuts down. ready: the detached
 // child's reporter, or nullptr in the foreground.
 Status Serve(const MountOptions& o, const std::string& mountpoint, ReadyReporter* ready) {
+  // Forked first, while this process has no other thread.
+  std::unique_ptr<UnmountGuard> guard = o.auto_unmount ? UnmountGuard::Start(mountpoint) : nullptr;
   ShutdownSignalsBlocked blocked;
   Result<std::shared_ptr<Session>> session = OpenSession(o.url, o.connect);
   if (!session.ok()) return session.status();
@@ -180,6 +183,7 @@ Status Serve(const MountOptions& o, const std::string& mountpoint, ReadyReporter
     FlushAndLogOut(**session, fs.files(), read_only);
     return Status::IoError("cannot mount on " + mountpoint + " (libfuse's reason is above)");
   }
+  if (guard) guard->Arm();
   Status result;
   if (!o.pidfile.empty()) result = WritePidFile(o.pidfile);
   if (result.ok()) {

@@ -14,7 +14,8 @@
 // Status code and message, so the caller reports it and exits non-zero as it would in the
 // foreground. SIGINT, SIGTERM, SIGHUP or `fusermount3 -u` end the mount: in-flight requests
 // finish, every LUN gets SYNCHRONIZE CACHE, the session logs out, the mount is removed. With
-// auto_unmount a crash still leaves no dead mount behind (fusermount3 watches the process).
+// auto_unmount a crash still leaves no dead mount behind (fusermount3 watches the process, and
+// an UnmountGuard covers the case fusermount3 misses).
 //
 // RunMount returns in the serving process after the mount has ended (OK, or the first error of
 // the shutdown: a failed flush or logout), and in a detaching parent once the child is ready.
