@@ -31,7 +31,7 @@ FUSE_PIDS=()
 fuse_cleanup() {
   local m p
   for m in "${FUSE_MOUNTS[@]}"; do
-    if grep -qs " $m " /proc/mounts; then fusermount3 -u "$m" 2>/dev/null || umount -l "$m" || true; fi
+    if fuse_mounted "$m"; then fusermount3 -u "$m" 2>/dev/null || umount -l "$m" || true; fi
   done
   for p in "${FUSE_PIDS[@]}"; do
     kill -0 "$p" 2>/dev/null && kill -9 "$p" 2>/dev/null || true
@@ -69,7 +69,7 @@ fuse_mount() {
   FUSE_MOUNTS+=("$mnt")
   timeout 60 "${FUSE_MOUNT_COMMAND[@]}" "$url" "$mnt" --pidfile "$pidfile" "$@" ||
     fail "mount of $url on $mnt failed"
-  grep -qs " $mnt fuse.iser-connect " /proc/mounts || fail "$mnt is not in /proc/mounts"
+  grep -qsF " ${mnt// /\\040} fuse.iser-connect " /proc/mounts || fail "$mnt is not in /proc/mounts"
   [ -s "$pidfile" ] || fail "no pid file once mounted"
   FUSE_PID=$(cat "$pidfile")
   FUSE_PIDS+=("$FUSE_PID")
@@ -87,7 +87,7 @@ fuse_mount_foreground() {
   FUSE_MOUNTS+=("$mnt")
   FUSE_PIDS+=("$FUSE_PID")
   for i in $(seq 1 100); do
-    grep -qs " $mnt " /proc/mounts && return 0
+    fuse_mounted "$mnt" && return 0
     kill -0 "$FUSE_PID" 2>/dev/null || break
     sleep 0.1
   done
@@ -109,8 +109,13 @@ fuse_unmount() {
   fuse_wait_exit "$FUSE_PID"
 }
 
+# fuse_mounted PATH: PATH is a mount point now (/proc/mounts writes a space in a path as \040).
+fuse_mounted() {
+  grep -qsF " ${1// /\\040} " /proc/mounts
+}
+
 fuse_assert_unmounted() {
-  ! grep -qs " $1 " /proc/mounts || fail "$1 is still mounted"
+  ! fuse_mounted "$1" || fail "$1 is still mounted"
 }
 
 # No initiator logged in to the target any more (the mount logged out).

@@ -63,14 +63,17 @@ echo "killed: auto_unmount removed the mount"
 # fusermount3 leaves the mount when its check of the mount point fails with ECONNABORTED instead
 # of ENOTCONN (a race with the kernel's abort of the connection, about 1 SIGKILL in 10 on a loaded
 # machine; docs/iser-connect-mount.md). The mount's guard process removes it then. Here the
-# watcher is killed first, so only the guard can.
-fuse_mount "$(fuse_url 1)" "$MNT"
-watcher=$(pgrep -f "^fusermount3 .*auto_unmount.* $MNT\$" || true)
-[ -n "$watcher" ] || fail "no auto_unmount fusermount3 for $MNT"
+# watcher is killed first, so only the guard can; the mount point has a space in its name, which
+# /proc/self/mountinfo escapes and the guard must read back.
+spaced="$FUSE_DIR/mnt two"
+mkdir "$spaced"
+fuse_mount "$(fuse_url 1)" "$spaced"
+watcher=$(pgrep -f "^fusermount3 .*auto_unmount.* $spaced\$" || true)
+[ -n "$watcher" ] || fail "no auto_unmount fusermount3 for $spaced"
 kill -KILL "$watcher"
 kill -KILL "$FUSE_PID"
-for i in $(seq 1 200); do grep -qs " $MNT " /proc/mounts || break; sleep 0.1; done
-fuse_assert_unmounted "$MNT"
+for i in $(seq 1 200); do fuse_mounted "$spaced" || break; sleep 0.1; done
+fuse_assert_unmounted "$spaced"
 echo "killed, fusermount3 gone too: the guard removed the mount"
 
 fuse_mount_foreground "$FUSE_DIR/fg2.log" "$(fuse_url 1)" "$MNT"
