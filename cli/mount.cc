@@ -25,7 +25,7 @@ void AddMountCommand(CLI::App& app, GlobalOptions& g) {
   cmd->add_flag("-r,--read-only", args->mount.read_only, "mount read-only");
   cmd->add_flag("--allow-other", args->mount.allow_other, "let other users open the files");
   cmd->add_flag("--no-auto-unmount", args->no_auto_unmount,
-                "keep the mount if the process dies (default: fusermount3 removes it)");
+                "keep the mount if the process dies (default: it is removed)");
   cmd->add_option("--threads", args->mount.max_threads, "FUSE worker threads")
       ->check(CLI::Range(1, 1024));
   cmd->add_flag("--fuse-debug", args->mount.fuse_debug, "trace FUSE requests on stderr");
