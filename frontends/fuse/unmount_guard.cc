@@ -10,6 +10,7 @@
 #include <cstring>
 #include <fstream>
 #include <sstream>
+#include <vector>
 
 #include "initiator/base/log.h"
 
@@ -37,37 +38,44 @@ std::string Unescape(const std::string& s) {
   return out;
 }
 
-// The ID of the newest FUSE mount on mountpoint, or -1.
-long NewestFuseMount(const std::string& mountpoint) {
+struct MountEntry {
+  long id = -1;
+  std::string point;   // unescaped
+  std::string fstype;  // "fuse.iser-connect" for ours
+};
+
+// The mounts of this mount namespace, oldest first, from /proc/self/mountinfo.
+std::vector<MountEntry> Mounts() {
+  std::vector<MountEntry> mounts;
   std::ifstream in("/proc/self/mountinfo");
   std::string line;
-  long found = -1;
   while (std::getline(in, line)) {
     // ID PARENT MAJ:MIN ROOT MOUNTPOINT OPTIONS [OPTIONAL...] - FSTYPE SOURCE SUPEROPTIONS
     std::istringstream fields(line);
-    long id;
+    MountEntry m;
     std::string parent, dev, root, point, field;
-    if (!(fields >> id >> parent >> dev >> root >> point)) continue;
+    if (!(fields >> m.id >> parent >> dev >> root >> point)) continue;
     while (fields >> field && field != "-") {
     }
-    std::string fstype;
-    if (!(fields >> fstype)) continue;
-    if (Unescape(point) == mountpoint && fstype.rfind("fuse", 0) == 0) found = id;
+    if (!(fields >> m.fstype)) continue;
+    m.point = Unescape(point);
+    mounts.push_back(std::move(m));
+  }
+  return mounts;
+}
+
+// The ID of the newest FUSE mount on mountpoint, or -1.
+long NewestFuseMount(const std::string& mountpoint) {
+  long found = -1;
+  for (const MountEntry& m : Mounts()) {
+    if (m.point == mountpoint && m.fstype.rfind("fuse", 0) == 0) found = m.id;
   }
   return found;
 }
 
 bool StillMounted(long id, const std::string& mountpoint) {
-  std::ifstream in("/proc/self/mountinfo");
-  std::string line;
-  while (std::getline(in, line)) {
-    std::istringstream fields(line);
-    long line_id;
-    std::string parent, dev, root, point;
-    if (fields >> line_id >> parent >> dev >> root >> point && line_id == id &&
-        Unescape(point) == mountpoint) {
-      return true;
-    }
+  for (const MountEntry& m : Mounts()) {
+    if (m.id == id && m.point == mountpoint) return true;
   }
   return false;
 }
