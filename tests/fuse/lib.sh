@@ -69,7 +69,7 @@ fuse_mount() {
   FUSE_MOUNTS+=("$mnt")
   timeout 60 "${FUSE_MOUNT_COMMAND[@]}" "$url" "$mnt" --pidfile "$pidfile" "$@" ||
     fail "mount of $url on $mnt failed"
-  grep -qsF " ${mnt// /\\040} fuse.iser-connect " /proc/mounts || fail "$mnt is not in /proc/mounts"
+  fuse_mounted "$mnt" fuse.iser-connect || fail "$mnt is not in /proc/mounts"
   [ -s "$pidfile" ] || fail "no pid file once mounted"
   FUSE_PID=$(cat "$pidfile")
   FUSE_PIDS+=("$FUSE_PID")
@@ -109,9 +109,10 @@ fuse_unmount() {
   fuse_wait_exit "$FUSE_PID"
 }
 
-# fuse_mounted PATH: PATH is a mount point now (/proc/mounts writes a space in a path as \040).
+# fuse_mounted PATH [FSTYPE]: PATH is a mount point now, of that type if given (/proc/mounts
+# writes a space in a path as \040).
 fuse_mounted() {
-  grep -qsF " ${1// /\\040} " /proc/mounts
+  grep -qsF " ${1// /\\040} ${2:+$2 }" /proc/mounts
 }
 
 fuse_assert_unmounted() {

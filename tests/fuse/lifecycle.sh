@@ -56,7 +56,7 @@ watcher=$(pgrep -f "^fusermount3 .*auto_unmount.* $MNT\$" || true)
 [ -n "$watcher" ] || fail "no auto_unmount fusermount3 for $MNT: $(pgrep -a fusermount3 || true)"
 kill -KILL "$FUSE_PID"
 # Give it time on a loaded machine (this bounds a hang, it does not measure speed).
-for i in $(seq 1 200); do grep -qs " $MNT " /proc/mounts || break; sleep 0.1; done
+for i in $(seq 1 200); do fuse_mounted "$MNT" || break; sleep 0.1; done
 fuse_assert_unmounted "$MNT"
 echo "killed: auto_unmount removed the mount"
 
@@ -88,11 +88,11 @@ echo "foreground: ok"
 # must not kill the mount before they finish.
 "$ISER_FUSE_MOUNT" "$(fuse_url 1)" "$MNT" -f >"$FUSE_DIR/twice.log" 2>&1 &
 fg=$!
-for i in $(seq 1 100); do grep -qs " $MNT " /proc/mounts && break; sleep 0.1; done
+for i in $(seq 1 100); do fuse_mounted "$MNT" && break; sleep 0.1; done
 [ -f "$MNT/lun1" ] || fail "foreground mount shows no lun1"
 kill -STOP "$TGT_PID"
 kill -TERM $fg
-for i in $(seq 1 50); do grep -qs " $MNT " /proc/mounts || break; sleep 0.1; done
+for i in $(seq 1 50); do fuse_mounted "$MNT" || break; sleep 0.1; done
 kill -TERM $fg
 sleep 0.3
 kill -CONT "$TGT_PID"
