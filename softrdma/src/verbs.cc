@@ -92,23 +92,19 @@ CompletionBatch::~CompletionBatch() {
 void release_held_completions() {
   if (!held_completions || held_completions->empty()) return;
   // One lock of the CQ per run of completions for it, and one wake-up per CQ for the whole
-  // batch: a thread sleeping in ibv_poll_cq needs only one.
+  // batch, after all of them: a thread sleeping in ibv_poll_cq needs only one.
   static thread_local std::vector<ibv_wc> run;
-  Cq* woken[4];
-  size_t nwoken = 0;
+  static thread_local std::vector<Cq*> changed;
+  changed.clear();
   const auto& held = *held_completions;
   for (size_t i = 0; i < held.size();) {
     Cq* cq = held[i].first;
     run.clear();
     for (; i < held.size() && held[i].first == cq; i++) run.push_back(held[i].second);
     cq_add(cq, run.data(), run.size());
-    if (std::find(woken, woken + nwoken, cq) != woken + nwoken) continue;
-    if (nwoken < std::size(woken))
-      woken[nwoken++] = cq;
-    else
-      cq_changed(cq);
+    if (std::find(changed.begin(), changed.end(), cq) == changed.end()) changed.push_back(cq);
   }
-  for (size_t i = 0; i < nwoken; i++) cq_changed(woken[i]);
+  for (Cq* cq : changed) cq_changed(cq);
   held_completions->clear();
 }
 
