@@ -34,10 +34,13 @@ SessionOptions OptionsFor(const FakeTarget& t) {
 // Logs in to the fake target, runs one 4 KiB READ and returns its status. A connection-level
 // failure must also fail the next command at once; a command-level one must not.
 Status ReadThroughFake(FakeTarget::Script script, FakeTarget::LoginBehavior login = {},
-                       bool session_survives = false) {
+                       bool session_survives = false, uint32_t max_recv_data_segment_length = 0) {
   FakeTarget target(login, std::move(script));
   SessionOptions o = OptionsFor(target);
   if (login.header_digest) o.offer.header_digest = {DigestType::kCrc32c};
+  if (max_recv_data_segment_length) {
+    o.offer.max_recv_data_segment_length = max_recv_data_segment_length;
+  }
   Result<std::unique_ptr<Session>> s = Session::Open(o);
   if (!s.ok()) return s.status();
   std::vector<uint8_t> buf(4096);
@@ -75,14 +78,16 @@ TEST(FakeTarget, UnknownOpcode) {
 }
 
 TEST(FakeTarget, DataSegmentLongerThanNegotiated) {
-  Status st = ReadThroughFake([](FakeTarget& t) {
+  auto script = [](FakeTarget& t) {
     FakePdu cmd;
     ASSERT_TRUE(t.Read(&cmd));
     Bhs din = ResponseHeader(Opcode::kDataIn, cmd.bhs.itt(), 0, 2, 64);
     din.set_flags(0);
     din.set_data_segment_length(1 << 20);
     t.Send(din);
-  });
+  };
+  // Our default is the RFC's maximum, which leaves no length to exceed: declare 256 KiB.
+  Status st = ReadThroughFake(script, {}, false, 262144);
   ExpectError(st, StatusCode::kProtocolError, "exceeds our MaxRecvDataSegmentLength");
 }
 

@@ -21,7 +21,7 @@ TEST(Negotiation, NormalSessionProposesEveryOperationalKey) {
   EXPECT_EQ(ValueOf(p, "DataDigest"), "None");
   EXPECT_EQ(ValueOf(p, "InitialR2T"), "No");
   EXPECT_EQ(ValueOf(p, "ImmediateData"), "Yes");
-  EXPECT_EQ(ValueOf(p, "MaxRecvDataSegmentLength"), "262144");
+  EXPECT_EQ(ValueOf(p, "MaxRecvDataSegmentLength"), "16777215");
   EXPECT_EQ(ValueOf(p, "MaxBurstLength"), "16776192");
   EXPECT_EQ(ValueOf(p, "FirstBurstLength"), "262144");
   EXPECT_EQ(ValueOf(p, "MaxConnections"), "1");
@@ -35,7 +35,7 @@ TEST(Negotiation, DiscoveryProposesOnlyWhatApplies) {
   const TextPairs p = n.Proposals();
   EXPECT_EQ(ValueOf(p, "InitialR2T"), "<absent>");
   EXPECT_EQ(ValueOf(p, "MaxBurstLength"), "<absent>");
-  EXPECT_EQ(ValueOf(p, "MaxRecvDataSegmentLength"), "262144");
+  EXPECT_EQ(ValueOf(p, "MaxRecvDataSegmentLength"), "16777215");
   EXPECT_EQ(ValueOf(p, "HeaderDigest"), "None");
 }
 
@@ -197,7 +197,7 @@ TEST(Negotiation, DeclarationsAreRecorded) {
                   .ok());
   EXPECT_TRUE(r.empty());
   EXPECT_EQ(n.params().target_max_recv_data_segment_length, 65536u);
-  EXPECT_EQ(n.params().initiator_max_recv_data_segment_length, 262144u);
+  EXPECT_EQ(n.params().initiator_max_recv_data_segment_length, 16777215u);
   EXPECT_EQ(n.params().target_alias, "disk one");
   EXPECT_EQ(*n.params().target_portal_group_tag, 7);
   OperationalNegotiator bad(SessionType::kNormal, OperationalOffer{});

@@ -199,7 +199,6 @@ Status TcpDatamover::EnterFullFeature(const NegotiatedParams& params) {
 Status TcpDatamover::Start(DatamoverEvents* events) {
   events_ = events;
   staging_.resize(kStagingSize);
-  rx_control_.resize(max_recv_dsl_ + 8);
   outputs_.resize(kInitialOutputs);
   frames_.resize(kMaxFramesPerBatch);
   iov_.resize(kMaxFramesPerBatch * 3);
@@ -399,6 +398,10 @@ bool TcpDatamover::ParseHeader() {
       return false;
     }
   } else {
+    // Sense data, text and pings are small; a target may still use all of our
+    // MaxRecvDataSegmentLength, so the buffer grows to what arrives rather than being allocated
+    // at that size up front.
+    if (rx_control_.size() < rx_len_) rx_control_.resize(rx_len_);
     rx_dst_ = rx_control_.data();
   }
   rx_ = Rx::kData;
