@@ -248,6 +248,37 @@ TEST(FakeTarget, TargetPingIsAnsweredWithTheSameTtt) {
   EXPECT_TRUE(answered);
 }
 
+// A data segment far larger than any sense data: the buffer for non-Data-In segments grows to
+// it, the stream stays in step, and the ping after it is answered.
+TEST(FakeTarget, LargeNopInDataSegmentIsReceivedWhole) {
+  std::atomic<bool> answered{false};
+  FakeTarget target({}, [&](FakeTarget& t) {
+    Bhs big = ResponseHeader(Opcode::kNopIn, kReservedTag, t.next_statsn(), 1, 64);
+    big.set_u32(bhs::kTtt, kReservedTag);  // unsolicited: no answer expected
+    std::vector<uint8_t> data(3 << 20, 0xa5);
+    big.set_data_segment_length(static_cast<uint32_t>(data.size()));
+    t.Send(big, data);
+    Bhs ping = ResponseHeader(Opcode::kNopIn, kReservedTag, t.next_statsn(), 1, 64);
+    ping.set_u32(bhs::kTtt, 0xabcd0002);
+    t.Send(ping);
+    FakePdu reply;
+    while (t.Read(&reply)) {
+      if (reply.bhs.opcode() == Opcode::kNopOut) {
+        answered = reply.bhs.u32(bhs::kTtt) == 0xabcd0002;
+        break;
+      }
+    }
+  });
+  SessionOptions o = OptionsFor(target);
+  o.nop_interval = std::chrono::milliseconds(0);
+  Result<std::unique_ptr<Session>> s = Session::Open(o);
+  ASSERT_TRUE(s.ok()) << s.status().ToString();
+  for (int i = 0; i < 500 && !answered; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  EXPECT_TRUE(answered);
+}
+
 // With a window of one command, commands wait for MaxCmdSN to move and are sent in order.
 TEST(FakeTarget, CommandsPastMaxCmdSNWaitInOrder) {
   std::atomic<int> violations{0};
