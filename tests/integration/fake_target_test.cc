@@ -224,6 +224,28 @@ namespace iser {
 namespace {
 
 // A target ping (NOP-In with a TTT) must be answered with a NOP-Out echoing TTT and LUN.
+// The first NOP-Out the initiator sends, if one arrives before it hangs up.
+bool ReadNopOut(FakeTarget& t, FakePdu* reply) {
+  while (t.Read(reply)) {
+    if (reply->bhs.opcode() == Opcode::kNopOut) return true;
+  }
+  return false;
+}
+
+// Logs in to target with no keepalive pings of our own (so that every NOP-Out answers the
+// target) and waits up to `limit` for the target's script to set `flag`.
+void LogInAndWaitFor(FakeTarget& target, const std::atomic<bool>& flag,
+                     std::chrono::milliseconds limit) {
+  SessionOptions o = OptionsFor(target);
+  o.nop_interval = std::chrono::milliseconds(0);
+  Result<std::unique_ptr<Session>> s = Session::Open(o);
+  ASSERT_TRUE(s.ok()) << s.status().ToString();
+  const auto deadline = std::chrono::steady_clock::now() + limit;
+  while (!flag && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+}
+
 TEST(FakeTarget, TargetPingIsAnsweredWithTheSameTtt) {
   std::atomic<bool> answered{false};
   FakeTarget target({}, [&](FakeTarget& t) {
@@ -232,19 +254,11 @@ TEST(FakeTarget, TargetPingIsAnsweredWithTheSameTtt) {
     ping.set_lun(EncodeLun(3));
     t.Send(ping);
     FakePdu reply;
-    while (t.Read(&reply)) {
-      if (reply.bhs.opcode() == Opcode::kNopOut) {
-        answered = reply.bhs.u32(bhs::kTtt) == 0xabcd0001 && reply.bhs.itt() == kReservedTag &&
-                   reply.bhs.immediate() && DecodeLun(reply.bhs.lun()) == 3;
-        break;
-      }
-    }
+    answered = ReadNopOut(t, &reply) && reply.bhs.u32(bhs::kTtt) == 0xabcd0001 &&
+               reply.bhs.itt() == kReservedTag && reply.bhs.immediate() &&
+               DecodeLun(reply.bhs.lun()) == 3;
   });
-  SessionOptions o = OptionsFor(target);
-  o.nop_interval = std::chrono::milliseconds(0);
-  Result<std::unique_ptr<Session>> s = Session::Open(o);
-  ASSERT_TRUE(s.ok()) << s.status().ToString();
-  for (int i = 0; i < 200 && !answered; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  LogInAndWaitFor(target, answered, std::chrono::seconds(2));
   EXPECT_TRUE(answered);
 }
 
@@ -262,20 +276,9 @@ TEST(FakeTarget, LargeNopInDataSegmentIsReceivedWhole) {
     ping.set_u32(bhs::kTtt, 0xabcd0002);
     t.Send(ping);
     FakePdu reply;
-    while (t.Read(&reply)) {
-      if (reply.bhs.opcode() == Opcode::kNopOut) {
-        answered = reply.bhs.u32(bhs::kTtt) == 0xabcd0002;
-        break;
-      }
-    }
+    answered = ReadNopOut(t, &reply) && reply.bhs.u32(bhs::kTtt) == 0xabcd0002;
   });
-  SessionOptions o = OptionsFor(target);
-  o.nop_interval = std::chrono::milliseconds(0);
-  Result<std::unique_ptr<Session>> s = Session::Open(o);
-  ASSERT_TRUE(s.ok()) << s.status().ToString();
-  for (int i = 0; i < 500 && !answered; ++i) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
+  LogInAndWaitFor(target, answered, std::chrono::seconds(5));
   EXPECT_TRUE(answered);
 }
 
