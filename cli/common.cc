@@ -13,15 +13,24 @@ namespace iser::cli {
 
 int ExitCodeFor(const Status& status) {
   switch (status.code()) {
-    case StatusCode::kOk: return exit_code::kOk;
-    case StatusCode::kInvalidArgument: return exit_code::kInvalidArgument;
-    case StatusCode::kLoginFailed: return exit_code::kLogin;
-    case StatusCode::kConnectionFailed: return exit_code::kLogin;
-    case StatusCode::kFatalLogin: return exit_code::kFatalLogin;
-    case StatusCode::kAuthFailed: return exit_code::kAuthFailed;
-    case StatusCode::kTimeout: return exit_code::kTransportTimeout;
-    case StatusCode::kNotFound: return exit_code::kNoObjectsFound;
-    default: return exit_code::kGeneric;
+    case StatusCode::kOk:
+      return exit_code::kOk;
+    case StatusCode::kInvalidArgument:
+      return exit_code::kInvalidArgument;
+    case StatusCode::kLoginFailed:
+      return exit_code::kLogin;
+    case StatusCode::kConnectionFailed:
+      return exit_code::kLogin;
+    case StatusCode::kFatalLogin:
+      return exit_code::kFatalLogin;
+    case StatusCode::kAuthFailed:
+      return exit_code::kAuthFailed;
+    case StatusCode::kTimeout:
+      return exit_code::kTransportTimeout;
+    case StatusCode::kNotFound:
+      return exit_code::kNoObjectsFound;
+    default:
+      return exit_code::kGeneric;
   }
 }
 
@@ -50,10 +59,18 @@ namespace {
 
 void LibrarySink(LogLevel level, const std::string& message) {
   switch (level) {
-    case LogLevel::kDebug: spdlog::debug("{}", message); break;
-    case LogLevel::kInfo: spdlog::info("{}", message); break;
-    case LogLevel::kWarning: spdlog::warn("{}", message); break;
-    case LogLevel::kError: spdlog::error("{}", message); break;
+    case LogLevel::kDebug:
+      spdlog::debug("{}", message);
+      break;
+    case LogLevel::kInfo:
+      spdlog::info("{}", message);
+      break;
+    case LogLevel::kWarning:
+      spdlog::warn("{}", message);
+      break;
+    case LogLevel::kError:
+      spdlog::error("{}", message);
+      break;
   }
 }
 
@@ -162,9 +179,15 @@ std::string JsonEscape(const std::string& s) {
   std::string out;
   for (char c : s) {
     switch (c) {
-      case '"': out += "\\\""; break;
-      case '\\': out += "\\\\"; break;
-      case '\n': out += "\\n"; break;
+      case '"':
+        out += "\\\"";
+        break;
+      case '\\':
+        out += "\\\\";
+        break;
+      case '\n':
+        out += "\\n";
+        break;
       default:
         if (static_cast<unsigned char>(c) < 0x20) {
           char b[8];

@@ -8,7 +8,7 @@
 namespace iser::cli {
 
 Result<std::vector<DiscoveredTarget>> Discover(const IscsiUrl& portal_url,
-                                                const ConnectOptions& c) {
+                                               const ConnectOptions& c) {
   IscsiUrl url = portal_url;
   ISER_RETURN_IF_ERROR(ResolveCredentials(&url, c));
   Result<SessionOptions> so = SessionOptionsFor(url, c);

@@ -64,21 +64,23 @@ void PrintJson(const std::vector<TargetListing>& listing) {
     std::printf(",\"luns\":[");
     for (size_t j = 0; j < t.luns.size(); ++j) {
       const LunInfo& l = t.luns[j];
-      std::printf("%s{\"lun\":%llu,\"type\":\"%s\",\"vendor\":\"%s\",\"product\":\"%s\","
-                  "\"revision\":\"%s\",\"serial\":\"%s\",\"id\":\"%s\"",
-                  j ? "," : "", static_cast<unsigned long long>(l.lun), l.device_type_name.c_str(),
-                  JsonEscape(l.vendor).c_str(), JsonEscape(l.product).c_str(),
-                  JsonEscape(l.revision).c_str(), JsonEscape(l.serial).c_str(),
-                  JsonEscape(l.identifier).c_str());
+      std::printf(
+          "%s{\"lun\":%llu,\"type\":\"%s\",\"vendor\":\"%s\",\"product\":\"%s\","
+          "\"revision\":\"%s\",\"serial\":\"%s\",\"id\":\"%s\"",
+          j ? "," : "", static_cast<unsigned long long>(l.lun), l.device_type_name.c_str(),
+          JsonEscape(l.vendor).c_str(), JsonEscape(l.product).c_str(),
+          JsonEscape(l.revision).c_str(), JsonEscape(l.serial).c_str(),
+          JsonEscape(l.identifier).c_str());
       if (l.is_disk) {
-        std::printf(",\"size\":%llu,\"logical_block_size\":%u,\"physical_block_size\":%u,"
-                    "\"max_transfer\":%u,\"thin\":%s,\"lbprz\":%s,\"unmap\":%s,"
-                    "\"write_cache\":%s,\"fua\":%s,\"read_only\":%s,\"rotational\":%s",
-                    static_cast<unsigned long long>(l.size_bytes), l.logical_block_size,
-                    l.physical_block_size, l.max_transfer_bytes, l.thin ? "true" : "false",
-                    l.unmapped_reads_zero ? "true" : "false", l.unmap ? "true" : "false",
-                    l.write_cache ? "true" : "false", l.fua ? "true" : "false",
-                    l.read_only ? "true" : "false", l.rotational ? "true" : "false");
+        std::printf(
+            ",\"size\":%llu,\"logical_block_size\":%u,\"physical_block_size\":%u,"
+            "\"max_transfer\":%u,\"thin\":%s,\"lbprz\":%s,\"unmap\":%s,"
+            "\"write_cache\":%s,\"fua\":%s,\"read_only\":%s,\"rotational\":%s",
+            static_cast<unsigned long long>(l.size_bytes), l.logical_block_size,
+            l.physical_block_size, l.max_transfer_bytes, l.thin ? "true" : "false",
+            l.unmapped_reads_zero ? "true" : "false", l.unmap ? "true" : "false",
+            l.write_cache ? "true" : "false", l.fua ? "true" : "false",
+            l.read_only ? "true" : "false", l.rotational ? "true" : "false");
       }
       std::printf("}");
     }

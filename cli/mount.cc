@@ -1,6 +1,6 @@
 // iser-connect mount: the LUNs of a target as files in a FUSE mount (frontends/fuse).
-#include "cli/commands.h"
 #include "frontends/fuse/mount.h"
+#include "cli/commands.h"
 
 namespace iser::cli {
 
@@ -14,10 +14,8 @@ void AddMountCommand(CLI::App& app, GlobalOptions& g) {
   CLI::App* cmd = app.add_subcommand(
       "mount", "expose the LUNs of a target as files (lun1, lun2, ...) in a FUSE mount");
   AddGlobalOptions(*cmd, g);
-  cmd->add_option("url", args->url, "iscsi:// or iser:// URL of the target (and LUN)")
-      ->required();
-  cmd->add_option("mountpoint", args->mount.mountpoint, "an existing, empty directory")
-      ->required();
+  cmd->add_option("url", args->url, "iscsi:// or iser:// URL of the target (and LUN)")->required();
+  cmd->add_option("mountpoint", args->mount.mountpoint, "an existing, empty directory")->required();
   cmd->add_flag("-f,--foreground", args->mount.foreground, "stay in the foreground");
   cmd->add_option("--pidfile", args->mount.pidfile, "write the serving process's pid once mounted");
   cmd->add_flag("--page-cache", args->mount.page_cache,

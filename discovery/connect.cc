@@ -74,8 +74,8 @@ Result<SessionOptions> SessionOptionsFor(const IscsiUrl& url, const ConnectOptio
   s.portal = url.portal;
   s.target_name = url.target;
   s.transport = options.transport.value_or(url.transport);
-  s.initiator_name = options.initiator_name.empty() ? DefaultInitiatorName()
-                                                    : options.initiator_name;
+  s.initiator_name =
+      options.initiator_name.empty() ? DefaultInitiatorName() : options.initiator_name;
   s.chap.user = url.user;
   s.chap.secret = url.password;
   s.chap.target_user = url.target_user;

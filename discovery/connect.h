@@ -22,9 +22,9 @@
 namespace iser {
 
 struct ConnectOptions {
-  std::string initiator_name;  // empty: DefaultInitiatorName()
+  std::string initiator_name;              // empty: DefaultInitiatorName()
   std::optional<TransportKind> transport;  // overrides the URL's scheme
-  std::optional<std::string> password;         // overrides URL and environment
+  std::optional<std::string> password;     // overrides URL and environment
   std::optional<std::string> target_password;
   // How this program takes each secret (e.g. "--password-file FILE"), for the error about a CHAP
   // user without one; the environment variable is always named too.

@@ -38,11 +38,11 @@ Result<Portal> ParsePortal(std::string_view text);
 struct IscsiUrl {
   TransportKind transport = TransportKind::kTcp;
   Portal portal;
-  std::string target;        // empty: portal only
+  std::string target;  // empty: portal only
   std::optional<uint64_t> lun;
-  std::string user;          // CHAP: initiator authenticates to the target
+  std::string user;  // CHAP: initiator authenticates to the target
   std::string password;
-  std::string target_user;   // mutual CHAP: target authenticates to us
+  std::string target_user;  // mutual CHAP: target authenticates to us
   std::string target_password;
   std::optional<std::vector<DigestType>> header_digest;  // preference order
   std::optional<std::vector<DigestType>> data_digest;

@@ -15,7 +15,9 @@ void SetLogSink(LogSink sink, LogLevel min_level) {
   g_min_level = static_cast<int>(min_level);
 }
 
-bool LogEnabled(LogLevel level) { return static_cast<int>(level) >= g_min_level.load(); }
+bool LogEnabled(LogLevel level) {
+  return static_cast<int>(level) >= g_min_level.load();
+}
 
 void Log(LogLevel level, const std::string& message) {
   if (!LogEnabled(level)) return;

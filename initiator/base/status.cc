@@ -4,22 +4,38 @@ namespace iser {
 
 const char* StatusCodeName(StatusCode code) {
   switch (code) {
-    case StatusCode::kOk: return "ok";
-    case StatusCode::kInvalidArgument: return "invalid argument";
-    case StatusCode::kLoginFailed: return "login failed";
-    case StatusCode::kFatalLogin: return "login refused";
-    case StatusCode::kAuthFailed: return "authentication failed";
-    case StatusCode::kTimeout: return "timeout";
-    case StatusCode::kNotFound: return "not found";
-    case StatusCode::kConnectionFailed: return "connection failed";
-    case StatusCode::kProtocolError: return "protocol error";
-    case StatusCode::kScsiError: return "SCSI error";
-    case StatusCode::kIoError: return "I/O error";
-    case StatusCode::kNoSpace: return "no space";
-    case StatusCode::kReadOnly: return "read-only";
-    case StatusCode::kNotSupported: return "not supported";
-    case StatusCode::kAborted: return "aborted";
-    case StatusCode::kResourceExhausted: return "resource exhausted";
+    case StatusCode::kOk:
+      return "ok";
+    case StatusCode::kInvalidArgument:
+      return "invalid argument";
+    case StatusCode::kLoginFailed:
+      return "login failed";
+    case StatusCode::kFatalLogin:
+      return "login refused";
+    case StatusCode::kAuthFailed:
+      return "authentication failed";
+    case StatusCode::kTimeout:
+      return "timeout";
+    case StatusCode::kNotFound:
+      return "not found";
+    case StatusCode::kConnectionFailed:
+      return "connection failed";
+    case StatusCode::kProtocolError:
+      return "protocol error";
+    case StatusCode::kScsiError:
+      return "SCSI error";
+    case StatusCode::kIoError:
+      return "I/O error";
+    case StatusCode::kNoSpace:
+      return "no space";
+    case StatusCode::kReadOnly:
+      return "read-only";
+    case StatusCode::kNotSupported:
+      return "not supported";
+    case StatusCode::kAborted:
+      return "aborted";
+    case StatusCode::kResourceExhausted:
+      return "resource exhausted";
   }
   return "unknown";
 }

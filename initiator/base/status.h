@@ -35,13 +35,17 @@ class Status {
   Status(StatusCode code, std::string message) : code_(code), message_(std::move(message)) {}
 
   static Status OK() { return Status(); }
-  static Status InvalidArgument(std::string m) { return {StatusCode::kInvalidArgument, std::move(m)}; }
+  static Status InvalidArgument(std::string m) {
+    return {StatusCode::kInvalidArgument, std::move(m)};
+  }
   static Status LoginFailed(std::string m) { return {StatusCode::kLoginFailed, std::move(m)}; }
   static Status FatalLogin(std::string m) { return {StatusCode::kFatalLogin, std::move(m)}; }
   static Status AuthFailed(std::string m) { return {StatusCode::kAuthFailed, std::move(m)}; }
   static Status Timeout(std::string m) { return {StatusCode::kTimeout, std::move(m)}; }
   static Status NotFound(std::string m) { return {StatusCode::kNotFound, std::move(m)}; }
-  static Status ConnectionFailed(std::string m) { return {StatusCode::kConnectionFailed, std::move(m)}; }
+  static Status ConnectionFailed(std::string m) {
+    return {StatusCode::kConnectionFailed, std::move(m)};
+  }
   static Status ProtocolError(std::string m) { return {StatusCode::kProtocolError, std::move(m)}; }
   static Status ScsiError(std::string m) { return {StatusCode::kScsiError, std::move(m)}; }
   static Status IoError(std::string m) { return {StatusCode::kIoError, std::move(m)}; }
@@ -49,7 +53,9 @@ class Status {
   static Status ReadOnly(std::string m) { return {StatusCode::kReadOnly, std::move(m)}; }
   static Status NotSupported(std::string m) { return {StatusCode::kNotSupported, std::move(m)}; }
   static Status Aborted(std::string m) { return {StatusCode::kAborted, std::move(m)}; }
-  static Status ResourceExhausted(std::string m) { return {StatusCode::kResourceExhausted, std::move(m)}; }
+  static Status ResourceExhausted(std::string m) {
+    return {StatusCode::kResourceExhausted, std::move(m)};
+  }
 
   bool ok() const { return code_ == StatusCode::kOk; }
   StatusCode code() const { return code_; }
@@ -70,7 +76,7 @@ const char* StatusCodeName(StatusCode code);
 template <typename T>
 class Result {
  public:
-  Result(T value) : value_(std::move(value)) {}  // NOLINT: implicit by design
+  Result(T value) : value_(std::move(value)) {}          // NOLINT: implicit by design
   Result(Status status) : status_(std::move(status)) {}  // NOLINT: implicit by design
   bool ok() const { return status_.ok(); }
   const Status& status() const { return status_; }
@@ -89,8 +95,8 @@ class Result {
 
 }  // namespace iser
 
-#define ISER_RETURN_IF_ERROR(expr)         \
-  do {                                     \
-    ::iser::Status _st = (expr);           \
-    if (!_st.ok()) return _st;             \
+#define ISER_RETURN_IF_ERROR(expr) \
+  do {                             \
+    ::iser::Status _st = (expr);   \
+    if (!_st.ok()) return _st;     \
   } while (0)

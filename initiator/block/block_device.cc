@@ -25,15 +25,24 @@ std::string Where(const LunInfo& info, uint64_t lba, uint64_t blocks) {
 
 int ErrnoFor(const Status& status) {
   switch (status.code()) {
-    case StatusCode::kOk: return 0;
-    case StatusCode::kNoSpace: return ENOSPC;
-    case StatusCode::kReadOnly: return EPERM;
-    case StatusCode::kInvalidArgument: return EINVAL;
-    case StatusCode::kNotSupported: return EOPNOTSUPP;
-    case StatusCode::kTimeout: return ETIMEDOUT;
-    case StatusCode::kAborted: return ESHUTDOWN;
-    case StatusCode::kResourceExhausted: return ENOMEM;
-    default: return EIO;
+    case StatusCode::kOk:
+      return 0;
+    case StatusCode::kNoSpace:
+      return ENOSPC;
+    case StatusCode::kReadOnly:
+      return EPERM;
+    case StatusCode::kInvalidArgument:
+      return EINVAL;
+    case StatusCode::kNotSupported:
+      return EOPNOTSUPP;
+    case StatusCode::kTimeout:
+      return ETIMEDOUT;
+    case StatusCode::kAborted:
+      return ESHUTDOWN;
+    case StatusCode::kResourceExhausted:
+      return ENOMEM;
+    default:
+      return EIO;
   }
 }
 
@@ -58,8 +67,8 @@ Status BlockDevice::CheckRange(uint64_t offset, uint64_t len, const char* what) 
   if (offset > info_.size_bytes || len > info_.size_bytes - offset) {
     return Status::InvalidArgument(std::string(what) + " of " + std::to_string(len) +
                                    " bytes at offset " + std::to_string(offset) +
-                                   " is beyond the end of LUN " + std::to_string(info_.lun) +
-                                   " (" + std::to_string(info_.size_bytes) + " bytes)");
+                                   " is beyond the end of LUN " + std::to_string(info_.lun) + " (" +
+                                   std::to_string(info_.size_bytes) + " bytes)");
   }
   return Status::OK();
 }
@@ -103,9 +112,9 @@ void BlockDevice::Submit(IoRequest* req) {
       return;
     }
     const uint32_t size = r->device->info_.logical_block_size;
-    r->on_complete(r, scsi::TaskStatus(*task, std::string(scsi::CommandName(*task)) +
-                                                  Where(r->device->info_, r->offset / size,
-                                                        r->length / size)));
+    r->on_complete(r, scsi::TaskStatus(
+                          *task, std::string(scsi::CommandName(*task)) +
+                                     Where(r->device->info_, r->offset / size, r->length / size)));
   };
   session_->Submit(&t);
 }
@@ -131,7 +140,8 @@ Status BlockDevice::RunChunked(IoOp op, uint64_t offset, uint8_t* buf, uint64_t 
     bool Next(Task& t) {
       if (next >= len || !error.ok()) return false;
       const uint32_t bs = dev->info_.logical_block_size;
-      const uint32_t n = static_cast<uint32_t>(std::min<uint64_t>(len - next, dev->info_.max_transfer_bytes));
+      const uint32_t n =
+          static_cast<uint32_t>(std::min<uint64_t>(len - next, dev->info_.max_transfer_bytes));
       const uint64_t lba = (offset + next) / bs;
       if (op == IoOp::kRead) {
         scsi::Read(t, lba, n / bs, buf + next, n);
@@ -310,9 +320,9 @@ Status BlockDevice::Trim(uint64_t offset, uint64_t len, bool fua) {
   uint64_t lba = first;
   const uint64_t end = (offset + len) / bs;
   const uint64_t per_range = info_.max_unmap_blocks ? info_.max_unmap_blocks : 0xffffffffu;
-  const uint32_t max_desc = std::max<uint32_t>(
-      1, std::min(info_.max_unmap_descriptors ? info_.max_unmap_descriptors : 1u,
-                  kMaxUnmapDescriptorsPerCommand));
+  const uint32_t max_desc =
+      std::max<uint32_t>(1, std::min(info_.max_unmap_descriptors ? info_.max_unmap_descriptors : 1u,
+                                     kMaxUnmapDescriptorsPerCommand));
   std::vector<scsi::UnmapRange> ranges;
   std::vector<uint8_t> params(8 + 16 * kMaxUnmapDescriptorsPerCommand);
   while (lba < end) {
@@ -321,7 +331,8 @@ Status BlockDevice::Trim(uint64_t offset, uint64_t len, bool fua) {
     while (lba < end && ranges.size() < max_desc &&
            (info_.max_unmap_blocks == 0 || blocks_in_command < info_.max_unmap_blocks)) {
       uint64_t n = std::min<uint64_t>(end - lba, per_range);
-      if (info_.max_unmap_blocks) n = std::min<uint64_t>(n, info_.max_unmap_blocks - blocks_in_command);
+      if (info_.max_unmap_blocks)
+        n = std::min<uint64_t>(n, info_.max_unmap_blocks - blocks_in_command);
       ranges.push_back({lba, static_cast<uint32_t>(n)});
       lba += n;
       blocks_in_command += n;
@@ -329,8 +340,7 @@ Status BlockDevice::Trim(uint64_t offset, uint64_t len, bool fua) {
     const uint32_t plen = scsi::BuildUnmapParameters(ranges, params.data());
     Task t;
     scsi::Unmap(t, params.data(), plen);
-    ISER_RETURN_IF_ERROR(
-        Execute(t, "UNMAP" + Where(info_, ranges.front().lba, blocks_in_command)));
+    ISER_RETURN_IF_ERROR(Execute(t, "UNMAP" + Where(info_, ranges.front().lba, blocks_in_command)));
   }
   if (fua && first < end) return SyncRange(first, end - first);
   return Status::OK();
@@ -363,7 +373,8 @@ Status BlockDevice::WriteZeroes(uint64_t offset, uint64_t len, bool may_trim, bo
   if (lba < end) LockRange(lba, end - 1);
   Status st;
   while (lba < end) {
-    const uint32_t n = static_cast<uint32_t>(std::min<uint64_t>({end - lba, per_command, 0xffffffffu}));
+    const uint32_t n =
+        static_cast<uint32_t>(std::min<uint64_t>({end - lba, per_command, 0xffffffffu}));
     Task t;
     scsi::WriteSame16(t, lba, n, zero_block_.data(), bs, unmap);
     st = Execute(t, std::string(unmap ? "WRITE SAME(16) with UNMAP" : "WRITE SAME(16)") +

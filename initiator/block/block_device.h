@@ -37,8 +37,8 @@ enum class IoOp : uint8_t { kRead, kWrite };
 
 struct IoRequest {
   IoOp op = IoOp::kRead;
-  uint64_t offset = 0;   // bytes, multiple of the logical block size
-  uint32_t length = 0;   // bytes, multiple of the logical block size, <= max_transfer_bytes
+  uint64_t offset = 0;  // bytes, multiple of the logical block size
+  uint32_t length = 0;  // bytes, multiple of the logical block size, <= max_transfer_bytes
   uint8_t* buffer = nullptr;
   bool fua = false;
   void (*on_complete)(IoRequest* req, const Status& status) = nullptr;
@@ -51,8 +51,7 @@ struct IoRequest {
 class BlockDevice {
  public:
   // The session is shared: several BlockDevices (LUNs) and threads may use one session.
-  static Result<std::unique_ptr<BlockDevice>> Open(std::shared_ptr<Session> session,
-                                                   uint64_t lun);
+  static Result<std::unique_ptr<BlockDevice>> Open(std::shared_ptr<Session> session, uint64_t lun);
   ~BlockDevice();
 
   const LunInfo& info() const { return info_; }

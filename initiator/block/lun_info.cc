@@ -15,7 +15,9 @@ namespace {
 constexpr uint32_t kDefaultMaxTransfer = 4u << 20;
 constexpr int kUnitAttentionRetries = 8;
 
-std::string On(uint64_t lun) { return " on LUN " + std::to_string(lun); }
+std::string On(uint64_t lun) {
+  return " on LUN " + std::to_string(lun);
+}
 
 Status Run(Session& s, Task& t, uint64_t lun) {
   t.lun = lun;
@@ -64,12 +66,14 @@ Result<LunInfo> ProbeLun(Session& s, uint64_t lun) {
     Task t;
     scsi::Inquiry(t, inq.data(), inq.size());
     ISER_RETURN_IF_ERROR(Run(s, t, lun));
-    Result<scsi::StandardInquiry> q =
-        scsi::ParseStandardInquiry({inq.data(), inq.size() - (t.residual_underflow ? t.residual : 0)});
+    Result<scsi::StandardInquiry> q = scsi::ParseStandardInquiry(
+        {inq.data(), inq.size() - (t.residual_underflow ? t.residual : 0)});
     if (!q.ok()) return q.status();
     if (q->peripheral_qualifier != 0) {
-      return Status::NotFound("LUN " + std::to_string(lun) + " is not connected (peripheral "
-                              "qualifier " + std::to_string(q->peripheral_qualifier) + ")");
+      return Status::NotFound("LUN " + std::to_string(lun) +
+                              " is not connected (peripheral "
+                              "qualifier " +
+                              std::to_string(q->peripheral_qualifier) + ")");
     }
     info.device_type = q->device_type;
     info.device_type_name = scsi::DeviceTypeName(q->device_type);
@@ -83,7 +87,9 @@ Result<LunInfo> ProbeLun(Session& s, uint64_t lun) {
       pages = *list;
     }
   }
-  auto has = [&](uint8_t page) { return std::find(pages.begin(), pages.end(), page) != pages.end(); };
+  auto has = [&](uint8_t page) {
+    return std::find(pages.begin(), pages.end(), page) != pages.end();
+  };
   if (has(0x80)) {
     if (auto p = Vpd(s, lun, 0x80); p.ok()) {
       if (auto serial = scsi::ParseUnitSerialNumber(*p); serial.ok()) info.serial = *serial;
@@ -107,7 +113,8 @@ Result<LunInfo> ProbeLun(Session& s, uint64_t lun) {
       Result<scsi::Capacity> c = scsi::ParseReadCapacity16(buf);
       if (!c.ok()) return c.status();
       cap = *c;
-    } else if (st.code() == StatusCode::kNotSupported || st.code() == StatusCode::kInvalidArgument) {
+    } else if (st.code() == StatusCode::kNotSupported ||
+               st.code() == StatusCode::kInvalidArgument) {
       Task t10;
       scsi::ReadCapacity10(t10, buf.data());
       ISER_RETURN_IF_ERROR(Run(s, t10, lun));

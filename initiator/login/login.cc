@@ -27,9 +27,12 @@ struct LoginResponse {
 
 const char* StageName(uint8_t stage) {
   switch (stage) {
-    case kStageSecurity: return "security negotiation";
-    case kStageOperational: return "operational negotiation";
-    case kStageFullFeature: return "full feature phase";
+    case kStageSecurity:
+      return "security negotiation";
+    case kStageOperational:
+      return "operational negotiation";
+    case kStageFullFeature:
+      return "full feature phase";
   }
   return "reserved stage";
 }
@@ -58,8 +61,9 @@ class LoginExchange {
   Status SecurityChap(LoginResponse* resp);
   Status Operational(const TextPairs& earlier);
   Status Fail(StatusCode code, const std::string& what) const {
-    return Status(code, "login to " + dm_.Describe() + (req_.target_name.empty() ? "" : " target ") +
-                            req_.target_name + " failed in " + StageName(stage_) + ": " + what);
+    return Status(code, "login to " + dm_.Describe() +
+                            (req_.target_name.empty() ? "" : " target ") + req_.target_name +
+                            " failed in " + StageName(stage_) + ": " + what);
   }
 
   Datamover& dm_;
@@ -108,9 +112,9 @@ Status LoginExchange::Exchange(uint8_t csg, uint8_t nsg, bool transit, const Tex
     st = dm_.ReceivePdu(&rsp, &rdata, deadline_);
     if (!st.ok()) return Fail(st.code(), st.message());
     if (rsp.opcode() != Opcode::kLoginResponse) {
-      return Fail(StatusCode::kProtocolError,
-                  std::string("expected a Login Response, target sent ") +
-                      OpcodeName(rsp.opcode()));
+      return Fail(
+          StatusCode::kProtocolError,
+          std::string("expected a Login Response, target sent ") + OpcodeName(rsp.opcode()));
     }
     if (rsp.itt() != req_.itt) {
       return Fail(StatusCode::kProtocolError, "Login Response for another task tag");
@@ -171,13 +175,13 @@ Status LoginExchange::Exchange(uint8_t csg, uint8_t nsg, bool transit, const Tex
     resp->csg = (rsp.flags() >> 2) & 3;
     resp->nsg = rsp.flags() & 3;
     if (resp->csg != csg) {
-      return Fail(StatusCode::kProtocolError, std::string("target answered in stage ") +
-                                                  StageName(resp->csg));
+      return Fail(StatusCode::kProtocolError,
+                  std::string("target answered in stage ") + StageName(resp->csg));
     }
     if (resp->transit && resp->nsg != nsg) {
-      return Fail(StatusCode::kProtocolError,
-                  std::string("target moved to ") + StageName(resp->nsg) + ", we asked for " +
-                      StageName(nsg));
+      return Fail(StatusCode::kProtocolError, std::string("target moved to ") +
+                                                  StageName(resp->nsg) + ", we asked for " +
+                                                  StageName(nsg));
     }
     return Status::OK();
   }
@@ -187,7 +191,8 @@ TextPairs FirstPairs(const LoginRequestParams& req, const char* auth_method) {
   TextPairs p;
   p.push_back({"InitiatorName", req.initiator_name});
   if (!req.initiator_alias.empty()) p.push_back({"InitiatorAlias", req.initiator_alias});
-  p.push_back({"SessionType", req.session_type == SessionType::kDiscovery ? "Discovery" : "Normal"});
+  p.push_back(
+      {"SessionType", req.session_type == SessionType::kDiscovery ? "Discovery" : "Normal"});
   if (req.session_type == SessionType::kNormal) p.push_back({"TargetName", req.target_name});
   p.push_back({"AuthMethod", auth_method});
   return p;
@@ -223,8 +228,8 @@ Status LoginExchange::SecurityChap(LoginResponse* resp) {
     return Fail(StatusCode::kInvalidArgument,
                 "the target's CHAP secret must differ from the initiator's (RFC 7143 §12.1.3)");
   }
-  ISER_RETURN_IF_ERROR(Exchange(kStageSecurity, kStageOperational, false,
-                                FirstPairs(req_, "CHAP,None"), resp));
+  ISER_RETURN_IF_ERROR(
+      Exchange(kStageSecurity, kStageOperational, false, FirstPairs(req_, "CHAP,None"), resp));
   if (out_->redirect) return Status::OK();
   const TextPair* method = FindKey(resp->pairs, "AuthMethod");
   if (method == nullptr || method->value != "CHAP") {
@@ -258,9 +263,8 @@ Status LoginExchange::SecurityChap(LoginResponse* resp) {
   bool offered = false;
   for (ChapAlgorithm x : chap.algorithms) offered |= alg.ok() && x == *alg;
   if (!offered) {
-    return Fail(StatusCode::kAuthFailed,
-                "the target chose CHAP_A=" + a->value + ", which we did not offer (" + algorithms +
-                    ")");
+    return Fail(StatusCode::kAuthFailed, "the target chose CHAP_A=" + a->value +
+                                             ", which we did not offer (" + algorithms + ")");
   }
   char* end = nullptr;
   const unsigned long id = std::strtoul(i->value.c_str(), &end, 0);
@@ -296,7 +300,7 @@ Status LoginExchange::SecurityChap(LoginResponse* resp) {
                " responses: try auth=sha1 (or auth=md5) in the URL";
       }
       return Status(StatusCode::kAuthFailed, st.message() + " (CHAP user '" + chap.user + "', " +
-                                   ChapAlgorithmName(*alg) + ")" + hint);
+                                                 ChapAlgorithmName(*alg) + ")" + hint);
     }
     return st;
   }
@@ -377,24 +381,60 @@ std::string LoginStatusText(uint8_t status_class, uint8_t status_detail) {
   const char* text = "unknown status";
   const uint16_t code = static_cast<uint16_t>(status_class << 8 | status_detail);
   switch (code) {
-    case 0x0000: text = "Success"; break;
-    case 0x0101: text = "Target moved temporarily"; break;
-    case 0x0102: text = "Target moved permanently"; break;
-    case 0x0200: text = "Initiator error"; break;
-    case 0x0201: text = "Authentication failure: the initiator could not be authenticated"; break;
-    case 0x0202: text = "Authorization failure: the initiator may not access this target"; break;
-    case 0x0203: text = "Not found: no such target"; break;
-    case 0x0204: text = "Target removed"; break;
-    case 0x0205: text = "Unsupported iSCSI version"; break;
-    case 0x0206: text = "Too many connections"; break;
-    case 0x0207: text = "Missing parameter"; break;
-    case 0x0208: text = "Cannot include connection in session"; break;
-    case 0x0209: text = "Session type not supported"; break;
-    case 0x020a: text = "Session does not exist"; break;
-    case 0x020b: text = "Invalid request during login"; break;
-    case 0x0300: text = "Target error"; break;
-    case 0x0301: text = "Service unavailable"; break;
-    case 0x0302: text = "Out of resources"; break;
+    case 0x0000:
+      text = "Success";
+      break;
+    case 0x0101:
+      text = "Target moved temporarily";
+      break;
+    case 0x0102:
+      text = "Target moved permanently";
+      break;
+    case 0x0200:
+      text = "Initiator error";
+      break;
+    case 0x0201:
+      text = "Authentication failure: the initiator could not be authenticated";
+      break;
+    case 0x0202:
+      text = "Authorization failure: the initiator may not access this target";
+      break;
+    case 0x0203:
+      text = "Not found: no such target";
+      break;
+    case 0x0204:
+      text = "Target removed";
+      break;
+    case 0x0205:
+      text = "Unsupported iSCSI version";
+      break;
+    case 0x0206:
+      text = "Too many connections";
+      break;
+    case 0x0207:
+      text = "Missing parameter";
+      break;
+    case 0x0208:
+      text = "Cannot include connection in session";
+      break;
+    case 0x0209:
+      text = "Session type not supported";
+      break;
+    case 0x020a:
+      text = "Session does not exist";
+      break;
+    case 0x020b:
+      text = "Invalid request during login";
+      break;
+    case 0x0300:
+      text = "Target error";
+      break;
+    case 0x0301:
+      text = "Service unavailable";
+      break;
+    case 0x0302:
+      text = "Out of resources";
+      break;
   }
   char buf[200];
   snprintf(buf, sizeof buf, "%s (status 0x%02x%02x)", text, status_class, status_detail);

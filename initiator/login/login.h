@@ -24,9 +24,9 @@
 namespace iser {
 
 struct ChapCredentials {
-  std::string user;             // empty: no CHAP
+  std::string user;  // empty: no CHAP
   std::string secret;
-  std::string target_user;      // mutual CHAP when both are set
+  std::string target_user;  // mutual CHAP when both are set
   std::string target_secret;
   std::vector<ChapAlgorithm> algorithms{ChapAlgorithm::kSha3_256, ChapAlgorithm::kSha256,
                                         ChapAlgorithm::kSha1, ChapAlgorithm::kMd5};

@@ -6,24 +6,42 @@ namespace iser {
 
 const char* OpcodeName(Opcode op) {
   switch (op) {
-    case Opcode::kNopOut: return "NOP-Out";
-    case Opcode::kScsiCommand: return "SCSI Command";
-    case Opcode::kTaskMgmtRequest: return "Task Management Request";
-    case Opcode::kLoginRequest: return "Login Request";
-    case Opcode::kTextRequest: return "Text Request";
-    case Opcode::kDataOut: return "Data-Out";
-    case Opcode::kLogoutRequest: return "Logout Request";
-    case Opcode::kSnackRequest: return "SNACK Request";
-    case Opcode::kNopIn: return "NOP-In";
-    case Opcode::kScsiResponse: return "SCSI Response";
-    case Opcode::kTaskMgmtResponse: return "Task Management Response";
-    case Opcode::kLoginResponse: return "Login Response";
-    case Opcode::kTextResponse: return "Text Response";
-    case Opcode::kDataIn: return "Data-In";
-    case Opcode::kLogoutResponse: return "Logout Response";
-    case Opcode::kR2T: return "R2T";
-    case Opcode::kAsyncMessage: return "Async Message";
-    case Opcode::kReject: return "Reject";
+    case Opcode::kNopOut:
+      return "NOP-Out";
+    case Opcode::kScsiCommand:
+      return "SCSI Command";
+    case Opcode::kTaskMgmtRequest:
+      return "Task Management Request";
+    case Opcode::kLoginRequest:
+      return "Login Request";
+    case Opcode::kTextRequest:
+      return "Text Request";
+    case Opcode::kDataOut:
+      return "Data-Out";
+    case Opcode::kLogoutRequest:
+      return "Logout Request";
+    case Opcode::kSnackRequest:
+      return "SNACK Request";
+    case Opcode::kNopIn:
+      return "NOP-In";
+    case Opcode::kScsiResponse:
+      return "SCSI Response";
+    case Opcode::kTaskMgmtResponse:
+      return "Task Management Response";
+    case Opcode::kLoginResponse:
+      return "Login Response";
+    case Opcode::kTextResponse:
+      return "Text Response";
+    case Opcode::kDataIn:
+      return "Data-In";
+    case Opcode::kLogoutResponse:
+      return "Logout Response";
+    case Opcode::kR2T:
+      return "R2T";
+    case Opcode::kAsyncMessage:
+      return "Async Message";
+    case Opcode::kReject:
+      return "Reject";
   }
   return "unknown opcode";
 }

@@ -47,7 +47,9 @@ const char* OpcodeName(Opcode op);
 inline uint32_t LoadBe32(const uint8_t* p) {
   return uint32_t{p[0]} << 24 | uint32_t{p[1]} << 16 | uint32_t{p[2]} << 8 | p[3];
 }
-inline uint16_t LoadBe16(const uint8_t* p) { return static_cast<uint16_t>(p[0] << 8 | p[1]); }
+inline uint16_t LoadBe16(const uint8_t* p) {
+  return static_cast<uint16_t>(p[0] << 8 | p[1]);
+}
 inline uint64_t LoadBe64(const uint8_t* p) {
   return uint64_t{LoadBe32(p)} << 32 | LoadBe32(p + 4);
 }
@@ -67,16 +69,16 @@ inline void StoreBe64(uint8_t* p, uint64_t v) {
 }
 
 // Byte-1 flag bits.
-inline constexpr uint8_t kFinalBit = 0x80;          // F, most PDUs
-inline constexpr uint8_t kContinueBit = 0x40;       // C, Login/Text
-inline constexpr uint8_t kTransitBit = 0x80;        // T, Login
-inline constexpr uint8_t kReadBit = 0x40;           // R, SCSI Command
-inline constexpr uint8_t kWriteBit = 0x20;          // W, SCSI Command
-inline constexpr uint8_t kAckBit = 0x40;            // A, Data-In
-inline constexpr uint8_t kStatusBit = 0x01;         // S, Data-In
-inline constexpr uint8_t kResidualOverflow = 0x04;  // O
-inline constexpr uint8_t kResidualUnderflow = 0x02; // U
-inline constexpr uint8_t kImmediateBit = 0x40;      // I, byte 0
+inline constexpr uint8_t kFinalBit = 0x80;           // F, most PDUs
+inline constexpr uint8_t kContinueBit = 0x40;        // C, Login/Text
+inline constexpr uint8_t kTransitBit = 0x80;         // T, Login
+inline constexpr uint8_t kReadBit = 0x40;            // R, SCSI Command
+inline constexpr uint8_t kWriteBit = 0x20;           // W, SCSI Command
+inline constexpr uint8_t kAckBit = 0x40;             // A, Data-In
+inline constexpr uint8_t kStatusBit = 0x01;          // S, Data-In
+inline constexpr uint8_t kResidualOverflow = 0x04;   // O
+inline constexpr uint8_t kResidualUnderflow = 0x02;  // U
+inline constexpr uint8_t kImmediateBit = 0x40;       // I, byte 0
 
 struct Bhs {
   std::array<uint8_t, kBhsLength> b{};
@@ -95,9 +97,7 @@ struct Bhs {
   bool final() const { return b[1] & kFinalBit; }
 
   uint32_t total_ahs_bytes() const { return uint32_t{b[4]} * 4; }
-  uint32_t data_segment_length() const {
-    return uint32_t{b[5]} << 16 | uint32_t{b[6]} << 8 | b[7];
-  }
+  uint32_t data_segment_length() const { return uint32_t{b[5]} << 16 | uint32_t{b[6]} << 8 | b[7]; }
   void set_data_segment_length(uint32_t len) {
     b[5] = static_cast<uint8_t>(len >> 16);
     b[6] = static_cast<uint8_t>(len >> 8);
@@ -120,18 +120,18 @@ static_assert(sizeof(Bhs) == kBhsLength);
 
 // Field offsets shared by many opcodes.
 namespace bhs {
-inline constexpr size_t kTtt = 20;       // Target Transfer Tag
+inline constexpr size_t kTtt = 20;                         // Target Transfer Tag
 inline constexpr size_t kExpectedDataTransferLength = 20;  // SCSI Command
-inline constexpr size_t kCmdSN = 24;     // requests
-inline constexpr size_t kExpStatSN = 28; // requests
-inline constexpr size_t kStatSN = 24;    // responses
-inline constexpr size_t kExpCmdSN = 28;  // responses
-inline constexpr size_t kMaxCmdSN = 32;  // responses
-inline constexpr size_t kDataSN = 36;    // Data-In/Data-Out, R2TSN in R2T
+inline constexpr size_t kCmdSN = 24;                       // requests
+inline constexpr size_t kExpStatSN = 28;                   // requests
+inline constexpr size_t kStatSN = 24;                      // responses
+inline constexpr size_t kExpCmdSN = 28;                    // responses
+inline constexpr size_t kMaxCmdSN = 32;                    // responses
+inline constexpr size_t kDataSN = 36;                      // Data-In/Data-Out, R2TSN in R2T
 inline constexpr size_t kBufferOffset = 40;
-inline constexpr size_t kResidualCount = 44;     // SCSI Response, Data-In
-inline constexpr size_t kDesiredLength = 44;     // R2T
-inline constexpr size_t kCdb = 32;               // SCSI Command
+inline constexpr size_t kResidualCount = 44;  // SCSI Response, Data-In
+inline constexpr size_t kDesiredLength = 44;  // R2T
+inline constexpr size_t kCdb = 32;            // SCSI Command
 }  // namespace bhs
 
 // Checks an incoming header before any field is used: a target opcode an initiator can receive,
@@ -141,7 +141,9 @@ Status ValidateTargetBhs(const Bhs& bhs, uint32_t max_recv_data_segment_length,
                          uint32_t max_ahs_bytes);
 
 // Bytes of padding that follow a data segment of this length.
-inline constexpr uint32_t PadLength(uint32_t len) { return (4 - (len & 3)) & 3; }
+inline constexpr uint32_t PadLength(uint32_t len) {
+  return (4 - (len & 3)) & 3;
+}
 
 // SAM LUN encoding for the LUN field (SAM-5 §4.7): peripheral (0..255) or flat (256..16383)
 // addressing; larger values are passed through as already-encoded 64-bit LUNs.

@@ -12,7 +12,9 @@ inline constexpr uint32_t kCrc32cSeed = 0xffffffffu;
 inline constexpr size_t kDigestLength = 4;
 
 uint32_t Crc32cExtend(uint32_t running, const void* data, size_t len);
-inline uint32_t Crc32cFinish(uint32_t running) { return ~running; }
+inline uint32_t Crc32cFinish(uint32_t running) {
+  return ~running;
+}
 inline uint32_t Crc32c(const void* data, size_t len) {
   return Crc32cFinish(Crc32cExtend(kCrc32cSeed, data, len));
 }

@@ -18,7 +18,9 @@ void Setup(Task& t, uint8_t len, DataDirection dir, const uint8_t* buf, uint32_t
   t.transfer_length = bytes;
 }
 
-bool Fits10(uint64_t lba, uint32_t blocks) { return lba + blocks <= 0xffffffffULL && blocks <= 0xffff; }
+bool Fits10(uint64_t lba, uint32_t blocks) {
+  return lba + blocks <= 0xffffffffULL && blocks <= 0xffff;
+}
 
 std::string Trim(const uint8_t* p, size_t n) {
   std::string s;
@@ -173,22 +175,36 @@ void PreFetch16(Task& t, uint64_t lba, uint32_t blocks) {
 
 const char* CommandName(const Task& t) {
   switch (t.cdb[0]) {
-    case opcode::kTestUnitReady: return "TEST UNIT READY";
-    case opcode::kInquiry: return "INQUIRY";
-    case opcode::kModeSense10: return "MODE SENSE(10)";
-    case opcode::kReadCapacity10: return "READ CAPACITY(10)";
-    case opcode::kRead10: return "READ(10)";
-    case opcode::kWrite10: return "WRITE(10)";
-    case opcode::kSynchronizeCache10: return "SYNCHRONIZE CACHE(10)";
-    case opcode::kUnmap: return "UNMAP";
-    case opcode::kRead16: return "READ(16)";
-    case opcode::kWrite16: return "WRITE(16)";
-    case opcode::kPreFetch16: return "PRE-FETCH(16)";
-    case opcode::kSynchronizeCache16: return "SYNCHRONIZE CACHE(16)";
-    case opcode::kWriteSame16: return "WRITE SAME(16)";
+    case opcode::kTestUnitReady:
+      return "TEST UNIT READY";
+    case opcode::kInquiry:
+      return "INQUIRY";
+    case opcode::kModeSense10:
+      return "MODE SENSE(10)";
+    case opcode::kReadCapacity10:
+      return "READ CAPACITY(10)";
+    case opcode::kRead10:
+      return "READ(10)";
+    case opcode::kWrite10:
+      return "WRITE(10)";
+    case opcode::kSynchronizeCache10:
+      return "SYNCHRONIZE CACHE(10)";
+    case opcode::kUnmap:
+      return "UNMAP";
+    case opcode::kRead16:
+      return "READ(16)";
+    case opcode::kWrite16:
+      return "WRITE(16)";
+    case opcode::kPreFetch16:
+      return "PRE-FETCH(16)";
+    case opcode::kSynchronizeCache16:
+      return "SYNCHRONIZE CACHE(16)";
+    case opcode::kWriteSame16:
+      return "WRITE SAME(16)";
     case opcode::kServiceActionIn16:
       return (t.cdb[1] & 0x1f) == 0x10 ? "READ CAPACITY(16)" : "GET LBA STATUS";
-    case opcode::kReportLuns: return "REPORT LUNS";
+    case opcode::kReportLuns:
+      return "REPORT LUNS";
   }
   return "SCSI command";
 }
@@ -215,22 +231,32 @@ Result<StandardInquiry> ParseStandardInquiry(std::span<const uint8_t> d) {
 
 const char* DeviceTypeName(uint8_t type) {
   switch (type) {
-    case 0x00: return "DIRECT_ACCESS";
-    case 0x01: return "SEQUENTIAL_ACCESS";
-    case 0x03: return "PROCESSOR";
-    case 0x05: return "MMC";
-    case 0x07: return "OPTICAL_MEMORY";
-    case 0x08: return "MEDIA_CHANGER";
-    case 0x0c: return "STORAGE_ARRAY_CONTROLLER";
-    case 0x0d: return "ENCLOSURE_SERVICES";
-    case 0x0e: return "SIMPLIFIED_DIRECT_ACCESS";
-    case 0x1f: return "UNKNOWN";
+    case 0x00:
+      return "DIRECT_ACCESS";
+    case 0x01:
+      return "SEQUENTIAL_ACCESS";
+    case 0x03:
+      return "PROCESSOR";
+    case 0x05:
+      return "MMC";
+    case 0x07:
+      return "OPTICAL_MEMORY";
+    case 0x08:
+      return "MEDIA_CHANGER";
+    case 0x0c:
+      return "STORAGE_ARRAY_CONTROLLER";
+    case 0x0d:
+      return "ENCLOSURE_SERVICES";
+    case 0x0e:
+      return "SIMPLIFIED_DIRECT_ACCESS";
+    case 0x1f:
+      return "UNKNOWN";
   }
   return "OTHER";
 }
 
 static Result<std::span<const uint8_t>> VpdBody(std::span<const uint8_t> d, uint8_t page,
-                                                 const char* what) {
+                                                const char* what) {
   if (d.size() < 4) return Short(what, d.size(), 4);
   if (d[1] != page) {
     return Status::ProtocolError(std::string(what) + ": the target returned page 0x" +
@@ -387,7 +413,8 @@ Result<std::vector<LbaStatus>> ParseGetLbaStatus(std::span<const uint8_t> d) {
   const size_t len = std::min<size_t>(LoadBe32(&d[0]) + 4u, d.size());
   std::vector<LbaStatus> out;
   for (size_t off = 8; off + 16 <= len; off += 16) {
-    out.push_back({LoadBe64(&d[off]), LoadBe32(&d[off + 8]), static_cast<uint8_t>(d[off + 12] & 0xf)});
+    out.push_back(
+        {LoadBe64(&d[off]), LoadBe32(&d[off + 8]), static_cast<uint8_t>(d[off + 12] & 0xf)});
   }
   return out;
 }

@@ -77,7 +77,7 @@ Result<std::string> ParseUnitSerialNumber(std::span<const uint8_t> d);
 Result<std::string> ParseDeviceIdentification(std::span<const uint8_t> d);
 
 struct BlockLimits {
-  uint32_t max_transfer_blocks = 0;         // 0: no limit reported
+  uint32_t max_transfer_blocks = 0;  // 0: no limit reported
   uint32_t optimal_transfer_blocks = 0;
   uint16_t optimal_granularity_blocks = 0;
   uint32_t max_unmap_blocks = 0;
@@ -90,18 +90,18 @@ Result<BlockLimits> ParseBlockLimits(std::span<const uint8_t> d);
 Result<uint16_t> ParseRotationRate(std::span<const uint8_t> d);
 
 struct Provisioning {
-  bool lbpu = false;    // UNMAP supported
-  bool lbpws = false;   // WRITE SAME(16) with UNMAP supported
+  bool lbpu = false;   // UNMAP supported
+  bool lbpws = false;  // WRITE SAME(16) with UNMAP supported
   bool lbpws10 = false;
-  uint8_t lbprz = 0;    // unmapped blocks read as zero when non-zero
-  uint8_t type = 0;     // 0 full, 1 resource, 2 thin
+  uint8_t lbprz = 0;  // unmapped blocks read as zero when non-zero
+  uint8_t type = 0;   // 0 full, 1 resource, 2 thin
 };
 Result<Provisioning> ParseProvisioning(std::span<const uint8_t> d);
 
 struct Capacity {
   uint64_t blocks = 0;  // number of logical blocks (last LBA + 1)
   uint32_t block_size = 0;
-  uint8_t lbppbe = 0;   // 2^lbppbe logical blocks per physical block
+  uint8_t lbppbe = 0;  // 2^lbppbe logical blocks per physical block
   bool lbpme = false;
   bool lbprz = false;
 };

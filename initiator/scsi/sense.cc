@@ -26,24 +26,32 @@ Sense DecodeSense(std::span<const uint8_t> s) {
 
 const char* ScsiStatusName(uint8_t status) {
   switch (status) {
-    case scsi_status::kGood: return "GOOD";
-    case scsi_status::kCheckCondition: return "CHECK CONDITION";
-    case scsi_status::kConditionMet: return "CONDITION MET";
-    case scsi_status::kBusy: return "BUSY";
-    case scsi_status::kReservationConflict: return "RESERVATION CONFLICT";
-    case scsi_status::kTaskSetFull: return "TASK SET FULL";
-    case scsi_status::kAcaActive: return "ACA ACTIVE";
-    case scsi_status::kTaskAborted: return "TASK ABORTED";
+    case scsi_status::kGood:
+      return "GOOD";
+    case scsi_status::kCheckCondition:
+      return "CHECK CONDITION";
+    case scsi_status::kConditionMet:
+      return "CONDITION MET";
+    case scsi_status::kBusy:
+      return "BUSY";
+    case scsi_status::kReservationConflict:
+      return "RESERVATION CONFLICT";
+    case scsi_status::kTaskSetFull:
+      return "TASK SET FULL";
+    case scsi_status::kAcaActive:
+      return "ACA ACTIVE";
+    case scsi_status::kTaskAborted:
+      return "TASK ABORTED";
   }
   return "unknown status";
 }
 
 const char* SenseKeyName(uint8_t key) {
   static const char* const kNames[16] = {
-      "NO SENSE",        "RECOVERED ERROR", "NOT READY",       "MEDIUM ERROR",
-      "HARDWARE ERROR",  "ILLEGAL REQUEST", "UNIT ATTENTION",  "DATA PROTECT",
-      "BLANK CHECK",     "VENDOR SPECIFIC", "COPY ABORTED",    "ABORTED COMMAND",
-      "RESERVED",        "VOLUME OVERFLOW", "MISCOMPARE",      "COMPLETED"};
+      "NO SENSE",       "RECOVERED ERROR", "NOT READY",      "MEDIUM ERROR",
+      "HARDWARE ERROR", "ILLEGAL REQUEST", "UNIT ATTENTION", "DATA PROTECT",
+      "BLANK CHECK",    "VENDOR SPECIFIC", "COPY ABORTED",   "ABORTED COMMAND",
+      "RESERVED",       "VOLUME OVERFLOW", "MISCOMPARE",     "COMPLETED"};
   return kNames[key & 0xf];
 }
 

@@ -6,9 +6,15 @@
 
 namespace iser {
 
-inline bool SerialLess(uint32_t a, uint32_t b) { return a != b && static_cast<int32_t>(a - b) < 0; }
-inline bool SerialLessEqual(uint32_t a, uint32_t b) { return a == b || SerialLess(a, b); }
-inline bool SerialGreater(uint32_t a, uint32_t b) { return SerialLess(b, a); }
+inline bool SerialLess(uint32_t a, uint32_t b) {
+  return a != b && static_cast<int32_t>(a - b) < 0;
+}
+inline bool SerialLessEqual(uint32_t a, uint32_t b) {
+  return a == b || SerialLess(a, b);
+}
+inline bool SerialGreater(uint32_t a, uint32_t b) {
+  return SerialLess(b, a);
+}
 
 // The command window: a non-immediate command with this CmdSN may be sent when
 // CmdSN <= MaxCmdSN. RFC 7143 §4.2.2.1: a MaxCmdSN below ExpCmdSN - 1 is invalid and ignored.

@@ -31,30 +31,30 @@ struct Task {
   uint8_t cdb[16] = {};
   uint8_t cdb_length = 0;
   DataDirection direction = DataDirection::kNone;
-  uint8_t* buffer = nullptr;      // read destination or write source
-  uint32_t transfer_length = 0;   // Expected Data Transfer Length, bytes
+  uint8_t* buffer = nullptr;     // read destination or write source
+  uint32_t transfer_length = 0;  // Expected Data Transfer Length, bytes
   TaskCallback on_complete = nullptr;
-  void* context = nullptr;        // for the submitter
+  void* context = nullptr;  // for the submitter
 
   // Result, valid in on_complete.
-  Status status;                  // transport or session failure; OK when a SCSI status arrived
+  Status status;  // transport or session failure; OK when a SCSI status arrived
   uint8_t scsi_status = 0;
   uint8_t sense_length = 0;
   uint8_t sense[kMaxSenseLength] = {};
-  uint32_t residual = 0;          // bytes not transferred (underflow) or not asked for (overflow)
+  uint32_t residual = 0;  // bytes not transferred (underflow) or not asked for (overflow)
   bool residual_overflow = false;
   bool residual_underflow = false;
 
   // Session state; the submitter does not touch these.
-  Bhs bhs;                        // the SCSI Command PDU as last sent
+  Bhs bhs;  // the SCSI Command PDU as last sent
   uint32_t itt = kReservedTag;
   uint32_t cmdsn = 0;
-  uint32_t data_in_bytes = 0;     // Data-In bytes placed so far
-  uint32_t next_data_sn = 0;      // expected DataSN of the next Data-In
-  uint32_t next_r2t_sn = 0;       // expected R2TSN of the next R2T
-  uint32_t immediate_bytes = 0;   // write bytes sent as immediate data
-  uint32_t unsolicited_bytes = 0; // write bytes sent as unsolicited Data-Out (after immediate)
-  Task* next = nullptr;           // intrusive queue link
+  uint32_t data_in_bytes = 0;      // Data-In bytes placed so far
+  uint32_t next_data_sn = 0;       // expected DataSN of the next Data-In
+  uint32_t next_r2t_sn = 0;        // expected R2TSN of the next R2T
+  uint32_t immediate_bytes = 0;    // write bytes sent as immediate data
+  uint32_t unsolicited_bytes = 0;  // write bytes sent as unsolicited Data-Out (after immediate)
+  Task* next = nullptr;            // intrusive queue link
 };
 
 }  // namespace iser

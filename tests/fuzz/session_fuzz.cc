@@ -7,9 +7,9 @@
 #include <semaphore>
 #include <vector>
 
+#include "initiator/base/log.h"
 #include "initiator/scsi/commands.h"
 #include "initiator/session/session.h"
-#include "initiator/base/log.h"
 #include "tests/integration/fake_target.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
@@ -43,9 +43,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   std::binary_semaphore a(0), b(0);
   rd.context = &a;
   wr.context = &b;
-  rd.on_complete = wr.on_complete = [](Task* t) {
-    static_cast<std::binary_semaphore*>(t->context)->release();
-  };
+  rd.on_complete =
+      wr.on_complete = [](Task* t) { static_cast<std::binary_semaphore*>(t->context)->release(); };
   (*s)->Submit(&rd);
   (*s)->Submit(&wr);
   a.acquire();

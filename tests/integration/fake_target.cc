@@ -35,9 +35,8 @@ FakeTarget::FakeTarget(LoginBehavior login, Script script) {
   socklen_t len = sizeof a;
   getsockname(listen_fd_, reinterpret_cast<sockaddr*>(&a), &len);
   port_ = ntohs(a.sin_port);
-  thread_ = std::thread([this, login = std::move(login), script = std::move(script)] {
-    Run(login, script);
-  });
+  thread_ = std::thread(
+      [this, login = std::move(login), script = std::move(script)] { Run(login, script); });
 }
 
 FakeTarget::~FakeTarget() {

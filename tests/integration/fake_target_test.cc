@@ -6,12 +6,12 @@
 
 #include <atomic>
 #include <chrono>
+#include <cstring>
 #include <semaphore>
 #include <thread>
-#include <cstring>
 
-#include "initiator/session/session.h"
 #include "initiator/scsi/commands.h"
+#include "initiator/session/session.h"
 #include "tests/integration/fake_target.h"
 
 namespace iser {
@@ -95,8 +95,8 @@ TEST(FakeTarget, ResponseForUnknownItt) {
   Status st = ReadThroughFake([](FakeTarget& t) {
     FakePdu cmd;
     ASSERT_TRUE(t.Read(&cmd));
-    t.Send(ResponseHeader(Opcode::kScsiResponse, cmd.bhs.itt() ^ 0x5a5a0000, t.next_statsn(), 2,
-                          64));
+    t.Send(
+        ResponseHeader(Opcode::kScsiResponse, cmd.bhs.itt() ^ 0x5a5a0000, t.next_statsn(), 2, 64));
   });
   ExpectError(st, StatusCode::kProtocolError, "unknown ITT");
 }
@@ -288,7 +288,7 @@ TEST(FakeTarget, CommandsPastMaxCmdSNWaitInOrder) {
   std::vector<uint32_t> seen;
   FakeTarget target({}, [&](FakeTarget& t) {
     uint32_t max_cmdsn = 1;  // login answered ExpCmdSN 1, MaxCmdSN 64: shrink at once
-    Bhs nop = ResponseHeader(Opcode::kNopIn, kReservedTag, t.next_statsn() , 1, 1);
+    Bhs nop = ResponseHeader(Opcode::kNopIn, kReservedTag, t.next_statsn(), 1, 1);
     nop.set_u32(bhs::kStatSN, 0);
     t.Send(nop);
     FakePdu cmd;
@@ -312,7 +312,9 @@ TEST(FakeTarget, CommandsPastMaxCmdSNWaitInOrder) {
   for (Task& t : tasks) {
     scsi::TestUnitReady(t);
     t.context = &done;
-    t.on_complete = [](Task* x) { static_cast<std::counting_semaphore<kN>*>(x->context)->release(); };
+    t.on_complete = [](Task* x) {
+      static_cast<std::counting_semaphore<kN>*>(x->context)->release();
+    };
     (*s)->Submit(&t);
   }
   for (int i = 0; i < kN; ++i) ASSERT_TRUE(done.try_acquire_for(std::chrono::seconds(5)));
@@ -324,20 +326,22 @@ TEST(FakeTarget, CommandsPastMaxCmdSNWaitInOrder) {
 }
 
 TEST(FakeTarget, RejectedCommandFailsThatTaskOnly) {
-  Status st = ReadThroughFake([](FakeTarget& t) {
-    FakePdu cmd;
-    ASSERT_TRUE(t.Read(&cmd));
-    Bhs rej = ResponseHeader(Opcode::kReject, kReservedTag, t.next_statsn(), 2, 64);
-    rej.b[2] = 0x05;
-    rej.set_data_segment_length(kBhsLength);
-    t.Send(rej, std::vector<uint8_t>(cmd.bhs.b.begin(), cmd.bhs.b.end()));
-    FakePdu next;
-    while (t.Read(&next)) {
-      if (next.bhs.opcode() == Opcode::kScsiCommand) {
-        t.Send(ResponseHeader(Opcode::kScsiResponse, next.bhs.itt(), t.next_statsn(), 3, 64));
-      }
-    }
-  }, {}, true);
+  Status st = ReadThroughFake(
+      [](FakeTarget& t) {
+        FakePdu cmd;
+        ASSERT_TRUE(t.Read(&cmd));
+        Bhs rej = ResponseHeader(Opcode::kReject, kReservedTag, t.next_statsn(), 2, 64);
+        rej.b[2] = 0x05;
+        rej.set_data_segment_length(kBhsLength);
+        t.Send(rej, std::vector<uint8_t>(cmd.bhs.b.begin(), cmd.bhs.b.end()));
+        FakePdu next;
+        while (t.Read(&next)) {
+          if (next.bhs.opcode() == Opcode::kScsiCommand) {
+            t.Send(ResponseHeader(Opcode::kScsiResponse, next.bhs.itt(), t.next_statsn(), 3, 64));
+          }
+        }
+      },
+      {}, true);
   ExpectError(st, StatusCode::kProtocolError, "command not supported");
 }
 
@@ -367,22 +371,24 @@ TEST(FakeTarget, ResidualUnderflowIsReported) {
 }
 
 TEST(FakeTarget, CheckConditionCarriesDecodedSense) {
-  Status st = ReadThroughFake([](FakeTarget& t) {
-    FakePdu cmd;
-    ASSERT_TRUE(t.Read(&cmd));
-    Bhs rsp = ResponseHeader(Opcode::kScsiResponse, cmd.bhs.itt(), t.next_statsn(), 2, 64);
-    rsp.b[3] = 0x02;
-    std::vector<uint8_t> sense = {0, 18, 0x70, 0, 0x03, 0, 0, 0, 0, 10, 0, 0, 0, 0, 0x11, 0x00,
-                                  0, 0, 0, 0};
-    rsp.set_data_segment_length(static_cast<uint32_t>(sense.size()));
-    t.Send(rsp, sense);
-    FakePdu rest;
-    while (t.Read(&rest)) {
-      if (rest.bhs.opcode() == Opcode::kScsiCommand) {
-        t.Send(ResponseHeader(Opcode::kScsiResponse, rest.bhs.itt(), t.next_statsn(), 3, 64));
-      }
-    }
-  }, {}, true);
+  Status st = ReadThroughFake(
+      [](FakeTarget& t) {
+        FakePdu cmd;
+        ASSERT_TRUE(t.Read(&cmd));
+        Bhs rsp = ResponseHeader(Opcode::kScsiResponse, cmd.bhs.itt(), t.next_statsn(), 2, 64);
+        rsp.b[3] = 0x02;
+        std::vector<uint8_t> sense = {0, 18, 0x70, 0, 0x03, 0,    0, 0, 0, 10,
+                                      0, 0,  0,    0, 0x11, 0x00, 0, 0, 0, 0};
+        rsp.set_data_segment_length(static_cast<uint32_t>(sense.size()));
+        t.Send(rsp, sense);
+        FakePdu rest;
+        while (t.Read(&rest)) {
+          if (rest.bhs.opcode() == Opcode::kScsiCommand) {
+            t.Send(ResponseHeader(Opcode::kScsiResponse, rest.bhs.itt(), t.next_statsn(), 3, 64));
+          }
+        }
+      },
+      {}, true);
   ExpectError(st, StatusCode::kIoError, "MEDIUM ERROR: UNRECOVERED READ ERROR");
 }
 

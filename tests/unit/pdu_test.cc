@@ -48,13 +48,13 @@ TEST(Bhs, ScsiCommandFieldsLandAtTheirOffsets) {
   b.set_u32(bhs::kCmdSN, 0x1000);
   b.set_u32(bhs::kExpStatSN, 7);
   const std::array<uint8_t, 48> expected = {
-      0x01, 0xc1, 0, 0, 0, 0x01, 0x23, 0x45,          // opcode, flags, DSL
-      0, 1, 0, 0, 0, 0, 0, 0,                         // LUN 1 (peripheral addressing)
-      0xde, 0xad, 0xbe, 0xef,                         // ITT
-      0, 1, 0, 0,                                     // EDTL
-      0, 0, 0x10, 0,                                  // CmdSN
-      0, 0, 0, 7,                                     // ExpStatSN
-      0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0  // CDB
+      0x01, 0xc1, 0,    0,    0, 0x01, 0x23, 0x45,  // opcode, flags, DSL
+      0,    1,    0,    0,    0, 0,    0,    0,     // LUN 1 (peripheral addressing)
+      0xde, 0xad, 0xbe, 0xef,                       // ITT
+      0,    1,    0,    0,                          // EDTL
+      0,    0,    0x10, 0,                          // CmdSN
+      0,    0,    0,    7,                          // ExpStatSN
+      0,    0,    0,    0,    0, 0,    0,    0,    0, 0, 0, 0, 0, 0, 0, 0  // CDB
   };
   EXPECT_EQ(b.b, expected);
   EXPECT_EQ(b.opcode(), Opcode::kScsiCommand);

@@ -74,7 +74,7 @@ TEST(Parse, StandardInquiry) {
 
 TEST(Parse, ReadCapacity16) {
   std::vector<uint8_t> d(32, 0);
-  d[7] = 0xff;  // last LBA 255
+  d[7] = 0xff;   // last LBA 255
   d[10] = 0x10;  // 4096-byte blocks
   d[13] = 3;     // 8 logical per physical
   d[14] = 0xc0;  // LBPME, LBPRZ
@@ -90,9 +90,9 @@ TEST(Parse, ReadCapacity16) {
 }
 
 TEST(Parse, ReportLunsClampsToReturnedBytes) {
-  std::vector<uint8_t> d = {0, 0, 0, 24, 0, 0, 0, 0,  // claims 3 LUNs
-                            0, 0, 0, 0, 0, 0, 0, 0,   // LUN 0
-                            0, 1, 0, 0, 0, 0, 0, 0};  // LUN 1, third missing
+  std::vector<uint8_t> d = {0, 0, 0, 24, 0, 0, 0, 0,   // claims 3 LUNs
+                            0, 0, 0, 0,  0, 0, 0, 0,   // LUN 0
+                            0, 1, 0, 0,  0, 0, 0, 0};  // LUN 1, third missing
   auto luns = ParseReportLuns(d);
   ASSERT_TRUE(luns.ok());
   EXPECT_EQ(*luns, (std::vector<uint64_t>{0, 1}));
@@ -102,8 +102,8 @@ TEST(Parse, BlockLimitsAndProvisioning) {
   std::vector<uint8_t> b0(64, 0);
   b0[1] = 0xb0;
   b0[3] = 60;
-  b0[4 + 7] = 0x80;  // MAXIMUM TRANSFER LENGTH 128
-  b0[4 + 19] = 0x20; // MAXIMUM UNMAP LBA COUNT 32
+  b0[4 + 7] = 0x80;   // MAXIMUM TRANSFER LENGTH 128
+  b0[4 + 19] = 0x20;  // MAXIMUM UNMAP LBA COUNT 32
   auto l = ParseBlockLimits(b0);
   ASSERT_TRUE(l.ok());
   EXPECT_EQ(l->max_transfer_blocks, 128u);
@@ -120,8 +120,9 @@ TEST(Parse, BlockLimitsAndProvisioning) {
 }
 
 TEST(Parse, ModeSenseCachingPageAndDpoFua) {
-  std::vector<uint8_t> d = {0, 26, 0, 0x10, 0, 0, 0, 0,  // header: DPOFUA, no block descriptors
-                            0x08, 18, 0x04, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0};
+  std::vector<uint8_t> d = {
+      0,    26, 0,    0x10, 0, 0, 0, 0,  // header: DPOFUA, no block descriptors
+      0x08, 18, 0x04, 0,    0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0};
   auto m = ParseModeSense10(d);
   ASSERT_TRUE(m.ok());
   EXPECT_TRUE(m->dpofua);
@@ -132,12 +133,12 @@ TEST(Parse, ModeSenseCachingPageAndDpoFua) {
 TEST(Parse, GetLbaStatus) {
   std::vector<uint8_t> d(8 + 32, 0);
   d[3] = 36;
-  d[8 + 7] = 0;       // LBA 0
-  d[8 + 11] = 16;     // 16 blocks
-  d[8 + 12] = 0;      // mapped
-  d[24 + 7] = 16;     // LBA 16
+  d[8 + 7] = 0;    // LBA 0
+  d[8 + 11] = 16;  // 16 blocks
+  d[8 + 12] = 0;   // mapped
+  d[24 + 7] = 16;  // LBA 16
   d[24 + 11] = 48;
-  d[24 + 12] = 1;     // deallocated
+  d[24 + 12] = 1;  // deallocated
   auto s = ParseGetLbaStatus(d);
   ASSERT_TRUE(s.ok());
   ASSERT_EQ(s->size(), 2u);

@@ -51,7 +51,7 @@ class TcpDatamover final : public Datamover {
     uint32_t offset;     // next Buffer Offset to send
     uint32_t remaining;  // bytes of this burst still to send
     uint32_t data_sn;
-    uint32_t control;    // index into controls_
+    uint32_t control;  // index into controls_
   };
   struct Control {
     Bhs bhs;
@@ -66,8 +66,8 @@ class TcpDatamover final : public Datamover {
   void Run();
   void Signal();  // writes the eventfd
   void HandleReadable();
-  bool ParseHeader();          // one header from staging; false if more bytes are needed
-  bool ReceiveData();          // data segment + trailer; false if more bytes are needed
+  bool ParseHeader();  // one header from staging; false if more bytes are needed
+  bool ReceiveData();  // data segment + trailer; false if more bytes are needed
   void Fail(Status status);
   void Flush();
   void BuildBatch();
@@ -102,8 +102,8 @@ class TcpDatamover final : public Datamover {
   enum class Rx { kHeader, kData, kTrailer } rx_ = Rx::kHeader;
   Bhs rx_bhs_;
   uint8_t* rx_dst_ = nullptr;
-  uint32_t rx_len_ = 0;    // data segment length
-  uint32_t rx_done_ = 0;   // data bytes received so far
+  uint32_t rx_len_ = 0;   // data segment length
+  uint32_t rx_done_ = 0;  // data bytes received so far
   uint32_t rx_crc_ = 0;
   std::vector<uint8_t> rx_control_;  // data segments of PDUs other than Data-In
   bool large_segments_ = false;      // the last data segment was large: expect more
