@@ -155,7 +155,6 @@ class Bench {
   BlockDevice& dev_;
   BenchConfig cfg_;
   uint64_t seed_ = 0;
-  uint64_t units_per_range_ = 0;
   std::vector<Slot> slots_;
   std::vector<uint8_t> buffers_;
   std::vector<uint8_t> written_;  // per bs-block of the range, verify mode

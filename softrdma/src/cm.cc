@@ -247,7 +247,8 @@ void on_message(const std::shared_ptr<Conn>& c, const WireHdr* h) {
   CmIdImpl* id = c->id;
   if (!id) return;
   const auto* wc = reinterpret_cast<const WireConnect*>(h);
-  bool full = h->len >= sizeof(WireConnect) && wc->pdata_len <= kMaxPrivateData;
+  // pdata_len is one byte, so it cannot exceed pdata (static_assert in wire.h).
+  bool full = h->len >= sizeof(WireConnect);
   switch (h->type) {
     case Msg::Req: {
       if (!c->awaiting_req || !full) return;

@@ -53,6 +53,7 @@ struct WireConnect {  // REQ, REP and REJ
   sockaddr_storage dst;
   uint8_t pdata[kMaxPrivateData];
 };
+static_assert(kMaxPrivateData > UINT8_MAX, "any pdata_len fits in pdata");
 
 struct WireSge {
   uint64_t addr;

@@ -51,12 +51,12 @@ TEST(Faults, FailRegMrFailsTheNthRegistration) {
   ASSERT_TRUE(d.ok());
   ibv_pd* pd = d.pd;
   static char buf[4096];
-  ibv_mr* first = ibv_reg_mr(pd, buf, sizeof buf, IBV_ACCESS_LOCAL_WRITE);
+  ibv_mr* first = ibv_reg_mr(pd, buf, sizeof buf, static_cast<int>(IBV_ACCESS_LOCAL_WRITE));
   EXPECT_NE(first, nullptr);
   errno = 0;
-  EXPECT_EQ(ibv_reg_mr(pd, buf, sizeof buf, IBV_ACCESS_LOCAL_WRITE), nullptr);
+  EXPECT_EQ(ibv_reg_mr(pd, buf, sizeof buf, static_cast<int>(IBV_ACCESS_LOCAL_WRITE)), nullptr);
   EXPECT_EQ(errno, ENOMEM);
-  ibv_mr* third = ibv_reg_mr(pd, buf, sizeof buf, IBV_ACCESS_LOCAL_WRITE);
+  ibv_mr* third = ibv_reg_mr(pd, buf, sizeof buf, static_cast<int>(IBV_ACCESS_LOCAL_WRITE));
   EXPECT_NE(third, nullptr);
   ibv_dereg_mr(first);
   ibv_dereg_mr(third);

@@ -425,9 +425,9 @@ TEST(Softrdma, StrictModeRefusesToRegisterUnmappedMemory) {
   ASSERT_NE(p, MAP_FAILED);
   munmap(static_cast<char*>(p) + page, page);
   errno = 0;
-  EXPECT_EQ(ibv_reg_mr(pd, p, 2 * page, IBV_ACCESS_LOCAL_WRITE), nullptr);
+  EXPECT_EQ(ibv_reg_mr(pd, p, 2 * page, static_cast<int>(IBV_ACCESS_LOCAL_WRITE)), nullptr);
   EXPECT_EQ(errno, EFAULT);
-  ibv_mr* mr = ibv_reg_mr(pd, p, page, IBV_ACCESS_LOCAL_WRITE);
+  ibv_mr* mr = ibv_reg_mr(pd, p, page, static_cast<int>(IBV_ACCESS_LOCAL_WRITE));
   EXPECT_NE(mr, nullptr);
   ibv_dereg_mr(mr);
   munmap(p, page);
@@ -443,7 +443,7 @@ TEST(Softrdma, DestroyingAPdOrCqStillInUseIsBusy) {
   ibv_cq* cq = ibv_create_cq(d.ctx, 16, nullptr, nullptr, 0);
   ASSERT_NE(cq, nullptr);
   std::vector<char> buf(4096);
-  ibv_mr* mr = ibv_reg_mr(pd, buf.data(), buf.size(), IBV_ACCESS_LOCAL_WRITE);
+  ibv_mr* mr = ibv_reg_mr(pd, buf.data(), buf.size(), static_cast<int>(IBV_ACCESS_LOCAL_WRITE));
   ASSERT_NE(mr, nullptr);
   ibv_mw* mw = ibv_alloc_mw(pd, IBV_MW_TYPE_2);
   ASSERT_NE(mw, nullptr);
@@ -486,7 +486,7 @@ TEST(Softrdma, DeregisteredMrsDoNotAccumulate) {
   std::vector<char> buf(4096);
   auto cycle = [&](int times) {
     for (int i = 0; i < times; i++) {
-      ibv_mr* mr = ibv_reg_mr(pd, buf.data(), buf.size(), IBV_ACCESS_LOCAL_WRITE);
+      ibv_mr* mr = ibv_reg_mr(pd, buf.data(), buf.size(), static_cast<int>(IBV_ACCESS_LOCAL_WRITE));
       ASSERT_NE(mr, nullptr);
       ASSERT_EQ(ibv_dereg_mr(mr), 0);
     }
