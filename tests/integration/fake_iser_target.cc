@@ -27,24 +27,11 @@ constexpr auto kPatience = std::chrono::seconds(10);
 
 FakeLoginBehavior FakeIserTarget::IserLogin() {
   FakeLoginBehavior login;
-  login.operational_keys = {"HeaderDigest=None",
-                            "DataDigest=None",
-                            "ImmediateData=No",
-                            "InitialR2T=Yes",
-                            "MaxBurstLength=262144",
-                            "FirstBurstLength=65536",
-                            "MaxConnections=1",
-                            "DefaultTime2Wait=2",
-                            "DefaultTime2Retain=0",
-                            "MaxOutstandingR2T=1",
-                            "DataPDUInOrder=Yes",
-                            "DataSequenceInOrder=Yes",
-                            "ErrorRecoveryLevel=0",
-                            "IFMarker=No",
-                            "OFMarker=No",
-                            "RDMAExtensions=Yes",
-                            "InitiatorRecvDataSegmentLength=8192",
-                            "TargetRecvDataSegmentLength=8192"};
+  // The TCP defaults, with iSER's two segment lengths in place of MaxRecvDataSegmentLength.
+  std::erase(login.operational_keys, "MaxRecvDataSegmentLength=8192");
+  login.operational_keys.insert(login.operational_keys.end(),
+                                {"RDMAExtensions=Yes", "InitiatorRecvDataSegmentLength=8192",
+                                 "TargetRecvDataSegmentLength=8192"});
   return login;
 }
 
