@@ -2,9 +2,11 @@
 
 On a VM the host can run something else while one of our vCPUs wants to run ("steal" in
 /proc/stat). Figures taken while steal is high say more about the host than about the code, so
-the benchmarks print the share next to each row. Run as a script, it prints the two counts of
-cpu_ticks() for shell benchmarks.
+the benchmarks print the share next to each row. For shell benchmarks, run as a script: with no
+arguments it prints the two counts of cpu_ticks(); given two such samples (four numbers,
+earlier first) it prints the steal percentage between them.
 """
+import sys
 
 
 def cpu_ticks():
@@ -16,6 +18,12 @@ def cpu_ticks():
     return sum(values), values[7]
 
 
+def steal_percent(before, after):
+    """The steal share of the machine's time between two cpu_ticks() samples."""
+    elapsed = after[0] - before[0]
+    return 100.0 * (after[1] - before[1]) / elapsed if elapsed > 0 else 0.0
+
+
 class Steal:
     """The steal share of the machine's time from construction to percent()."""
 
@@ -23,10 +31,12 @@ class Steal:
         self.before = cpu_ticks()
 
     def percent(self):
-        total, stolen = cpu_ticks()
-        elapsed = total - self.before[0]
-        return 100.0 * (stolen - self.before[1]) / elapsed if elapsed > 0 else 0.0
+        return steal_percent(self.before, cpu_ticks())
 
 
 if __name__ == "__main__":
-    print(*cpu_ticks())
+    if len(sys.argv) == 5:
+        counts = [int(v) for v in sys.argv[1:]]
+        print(f"{steal_percent(counts[:2], counts[2:]):.1f}")
+    else:
+        print(*cpu_ticks())
