@@ -20,8 +20,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   }();
   (void)quiet;
   std::vector<uint8_t> input(data, data + size);
-  testing::FakeTarget target({}, [&](testing::FakeTarget& t) {
-    testing::FakePdu cmd;
+  test::FakeTarget target({}, [&](test::FakeTarget& t) {
+    test::FakePdu cmd;
     t.Read(&cmd);
     t.Read(&cmd);
     t.SendRaw(input.data(), input.size());

@@ -20,7 +20,7 @@
 #include <sstream>
 #include <thread>
 
-namespace iser::testing {
+namespace iser::test {
 
 // A port below the kernel's ephemeral range (32768 and up), where no connect() elsewhere can take
 // it as its local port between this check and tgtd's bind (other tests connect all the time, and
@@ -219,4 +219,4 @@ std::string TgtFixture::log() const {
   return ss.str();
 }
 
-}  // namespace iser::testing
+}  // namespace iser::test

@@ -16,7 +16,7 @@
 #include <cstdint>
 #include <string>
 
-namespace iser::testing {
+namespace iser::test {
 
 enum class TgtLld { kIscsi, kIser };
 
@@ -65,4 +65,4 @@ class TgtFixture {
 // A free TCP port on 127.0.0.1 below the ephemeral range (bound and released).
 uint16_t FreePort();
 
-}  // namespace iser::testing
+}  // namespace iser::test

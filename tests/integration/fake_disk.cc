@@ -8,7 +8,7 @@
 
 #include "initiator/scsi/commands.h"
 
-namespace iser::testing {
+namespace iser::test {
 
 namespace {
 
@@ -261,4 +261,4 @@ void FakeDisk::SendStatus(FakeTarget& t, uint32_t itt, uint8_t status,
   t.Send(rsp, data);
 }
 
-}  // namespace iser::testing
+}  // namespace iser::test

@@ -18,7 +18,7 @@
 
 #include "tests/integration/fake_target.h"
 
-namespace iser::testing {
+namespace iser::test {
 
 struct FakeDiskConfig {
   uint64_t blocks = 8192;
@@ -66,4 +66,4 @@ class FakeDisk {
   FakeTarget target_;  // last: its thread uses the members above
 };
 
-}  // namespace iser::testing
+}  // namespace iser::test

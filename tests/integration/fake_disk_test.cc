@@ -38,9 +38,9 @@ extern "C" int sched_yield() noexcept {
 namespace iser {
 namespace {
 
-using testing::FakeCommand;
-using testing::FakeDisk;
-using testing::FakeDiskConfig;
+using test::FakeCommand;
+using test::FakeDisk;
+using test::FakeDiskConfig;
 namespace op = scsi::opcode;
 
 SessionOptions OptionsFor(const FakeDisk& disk) {

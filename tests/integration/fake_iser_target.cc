@@ -10,7 +10,7 @@
 
 #include "initiator/transport/iser/iser_header.h"
 
-namespace iser::testing {
+namespace iser::test {
 
 namespace {
 
@@ -239,4 +239,4 @@ ibv_wc_status FakeIserTarget::RdmaRead(uint32_t stag, uint64_t va, std::vector<u
   return st;
 }
 
-}  // namespace iser::testing
+}  // namespace iser::test

@@ -21,7 +21,7 @@
 
 #include "tests/integration/fake_target.h"
 
-namespace iser::testing {
+namespace iser::test {
 
 // The STags and addresses of the iSER header in front of a PDU from the initiator.
 struct IserStags {
@@ -82,4 +82,4 @@ class FakeIserTarget : public FakeTargetBase {
   std::thread thread_;
 };
 
-}  // namespace iser::testing
+}  // namespace iser::test

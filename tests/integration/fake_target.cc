@@ -11,7 +11,7 @@
 
 #include "initiator/pdu/digest.h"
 
-namespace iser::testing {
+namespace iser::test {
 
 Bhs ResponseHeader(Opcode op, uint32_t itt, uint32_t statsn, uint32_t exp_cmdsn,
                    uint32_t max_cmdsn) {
@@ -137,4 +137,4 @@ void FakeTarget::Run(LoginBehavior login, Script script) {
   script(*this);
 }
 
-}  // namespace iser::testing
+}  // namespace iser::test

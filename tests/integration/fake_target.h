@@ -14,7 +14,7 @@
 
 #include "initiator/pdu/bhs.h"
 
-namespace iser::testing {
+namespace iser::test {
 
 struct FakePdu {
   Bhs bhs;
@@ -93,4 +93,4 @@ class FakeTarget : public FakeTargetBase {
 Bhs ResponseHeader(Opcode op, uint32_t itt, uint32_t statsn, uint32_t exp_cmdsn,
                    uint32_t max_cmdsn);
 
-}  // namespace iser::testing
+}  // namespace iser::test

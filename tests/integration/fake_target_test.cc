@@ -17,9 +17,9 @@
 namespace iser {
 namespace {
 
-using testing::FakePdu;
-using testing::FakeTarget;
-using testing::ResponseHeader;
+using test::FakePdu;
+using test::FakeTarget;
+using test::ResponseHeader;
 
 SessionOptions OptionsFor(const FakeTarget& t) {
   SessionOptions o;

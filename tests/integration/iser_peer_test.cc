@@ -18,9 +18,9 @@
 namespace iser {
 namespace {
 
-using testing::FakeIserTarget;
-using testing::FakePdu;
-using testing::ResponseHeader;
+using test::FakeIserTarget;
+using test::FakePdu;
+using test::ResponseHeader;
 
 constexpr uint16_t kPort = 3260;  // each test runs in a network namespace of its own
 
@@ -69,7 +69,7 @@ TEST_P(IserPeerSize, StaleStagIsRefusedAfterTheResponse) {
   FakeIserTarget target(kPort, FakeIserTarget::IserLogin(), [&](FakeIserTarget& t) {
     FakePdu cmd;
     if (!t.Read(&cmd)) return;
-    const testing::IserStags stags = t.last_stags();
+    const test::IserStags stags = t.last_stags();
     EXPECT_EQ(stags.flags, kIserControl | kIserRsv);
     first = t.RdmaWrite(stags.read_stag, stags.read_va, std::vector<uint8_t>(n, 0x11));
     t.Send(GoodResponse(t, cmd));
@@ -120,7 +120,7 @@ TEST_P(IserPeerSize, WriteBufferIsReadOnlyToTheTarget) {
   FakeIserTarget target(kPort, FakeIserTarget::IserLogin(), [&](FakeIserTarget& t) {
     FakePdu cmd;
     if (!t.Read(&cmd)) return;
-    const testing::IserStags stags = t.last_stags();
+    const test::IserStags stags = t.last_stags();
     EXPECT_EQ(stags.flags, kIserControl | kIserWsv);
     EXPECT_EQ(stags.read_stag, 0u);
     read_status = t.RdmaRead(stags.write_stag, stags.write_va, &fetched);

@@ -32,8 +32,8 @@
 namespace iser {
 namespace {
 
-using testing::TgtFixture;
-using testing::TgtLld;
+using test::TgtFixture;
+using test::TgtLld;
 
 constexpr bool kOverIser = ISER_TEST_OVER_ISER;
 
