@@ -515,7 +515,7 @@ TEST(UnreachableIserPortal, NoRdmaListenerIsRefusedPromptly) {
 #else
 TEST(UnreachablePortal, RefusedConnectionIsAConnectionError) {
   SessionOptions o;
-  o.portal = {"127.0.0.1", iser::testing::FreePort()};
+  o.portal = {"127.0.0.1", iser::test::FreePort()};
   o.target_name = kIqn;
   o.initiator_name = kInitiator;
   const auto start = std::chrono::steady_clock::now();
