@@ -25,7 +25,7 @@
 
 #include "cli/commands.h"
 #include "initiator/block/block_device.h"
-#include "initiator/pdu/digest.h"
+#include "initiator/base/crc32c.h"
 
 namespace iser::cli {
 

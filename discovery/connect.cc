@@ -5,7 +5,7 @@
 #include <cstdlib>
 #include <fstream>
 
-#include "initiator/pdu/digest.h"
+#include "initiator/base/crc32c.h"
 
 namespace iser {
 

@@ -1,6 +1,7 @@
 #include "discovery/discovery.h"
 
 #include "initiator/base/log.h"
+#include "initiator/session/connect_login.h"
 #include "initiator/text/text.h"
 
 namespace iser {

@@ -1,4 +1,4 @@
-// iSCSI URLs and portals, as libiscsi and QEMU write them:
+// iSCSI URLs, as libiscsi and QEMU write them (portals themselves: initiator/transport/portal.h):
 //   iscsi://[<user>[%<password>]@]<host>[:<port>][/<target-iqn>[/<lun>]][?arg[&arg]...]
 //   iser://...      (same; selects the iSER transport, as does the argument "iser")
 // host is a name, an IPv4 address or an IPv6 address in brackets; port defaults to 3260.
@@ -18,22 +18,9 @@
 #include "initiator/base/status.h"
 #include "initiator/login/chap.h"
 #include "initiator/login/negotiation.h"
+#include "initiator/transport/portal.h"
 
 namespace iser {
-
-enum class TransportKind { kTcp, kIser };
-
-inline constexpr uint16_t kDefaultIscsiPort = 3260;
-
-struct Portal {
-  std::string host;  // without brackets, even for IPv6
-  uint16_t port = kDefaultIscsiPort;
-  std::string ToString() const;  // "host:port" or "[v6]:port"
-  bool operator==(const Portal&) const = default;
-};
-
-// "host", "host:port", "[v6]", "[v6]:port". Also accepts a bare IPv6 address without port.
-Result<Portal> ParsePortal(std::string_view text);
 
 struct IscsiUrl {
   TransportKind transport = TransportKind::kTcp;

@@ -150,7 +150,7 @@ Status Serve(const MountOptions& o, const std::string& mountpoint, ReadyReporter
   if (!session.ok()) return session.status();
   Result<std::vector<LunFile>> files = OpenLunFiles(*session, o.url.lun);
   if (!files.ok()) {
-    (*session)->Close();
+    (*session)->Close().IgnoreError();
     return files.status();
   }
   bool all_read_only = true;
@@ -172,7 +172,7 @@ Status Serve(const MountOptions& o, const std::string& mountpoint, ReadyReporter
       fuse_session_new(&args, &BlockFileSystem::Ops(), sizeof(fuse_lowlevel_ops), &fs);
   fuse_opt_free_args(&args);
   if (!se) {
-    FlushAndLogOut(**session, fs.files(), read_only);
+    FlushAndLogOut(**session, fs.files(), read_only).IgnoreError();
     return Status::InvalidArgument("libfuse refused the mount options (see above)");
   }
   fuse_set_signal_handlers(se);
@@ -180,7 +180,7 @@ Status Serve(const MountOptions& o, const std::string& mountpoint, ReadyReporter
   if (fuse_session_mount(se, mountpoint.c_str()) != 0) {
     fuse_remove_signal_handlers(se);
     fuse_session_destroy(se);
-    FlushAndLogOut(**session, fs.files(), read_only);
+    FlushAndLogOut(**session, fs.files(), read_only).IgnoreError();
     return Status::IoError("cannot mount on " + mountpoint + " (libfuse's reason is above)");
   }
   if (guard) guard->Arm();

@@ -1,5 +1,8 @@
 #include "initiator/base/status.h"
 
+#include <cstdio>
+#include <cstdlib>
+
 namespace iser {
 
 const char* StatusCodeName(StatusCode code) {
@@ -48,6 +51,12 @@ std::string Status::ToString() const {
 Status Status::WithContext(std::string_view context) const {
   if (ok()) return *this;
   return Status(code_, std::string(context) + ": " + message_);
+}
+
+void DieReadingValueOfError(const Status& status) {
+  std::fprintf(stderr, "iser-connect: the value of a failed Result was read: %s\n",
+               status.ToString().c_str());
+  std::abort();
 }
 
 }  // namespace iser

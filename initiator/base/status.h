@@ -29,7 +29,7 @@ enum class StatusCode : int {
   kResourceExhausted,  // a local limit (memlock, queue depth, memory)
 };
 
-class Status {
+class [[nodiscard]] Status {
  public:
   Status() = default;
   Status(StatusCode code, std::string message) : code_(code), message_(std::move(message)) {}
@@ -64,6 +64,9 @@ class Status {
   std::string ToString() const;
   // Returns a copy whose message is "context: message" (adds where the error happened).
   Status WithContext(std::string_view context) const;
+  // Says that dropping this Status is deliberate: a cleanup step on a path that already returns
+  // a more telling error, or whose failure has been logged where it happened.
+  void IgnoreError() const {}
 
  private:
   StatusCode code_ = StatusCode::kOk;
@@ -72,23 +75,46 @@ class Status {
 
 const char* StatusCodeName(StatusCode code);
 
-// A value or the Status explaining why there is none.
+#if !defined(ISER_CHECKED_RESULTS) && !defined(NDEBUG)
+#define ISER_CHECKED_RESULTS 1
+#endif
+
+// Prints the error whose value was read and aborts.
+[[noreturn]] void DieReadingValueOfError(const Status& status);
+
+// A value or the Status explaining why there is none. Reading the value of an error is a bug:
+// builds with ISER_CHECKED_RESULTS (debug and sanitizer builds) abort there, naming the error.
 template <typename T>
-class Result {
+class [[nodiscard]] Result {
  public:
   Result(T value) : value_(std::move(value)) {}          // NOLINT: implicit by design
   Result(Status status) : status_(std::move(status)) {}  // NOLINT: implicit by design
   bool ok() const { return status_.ok(); }
   const Status& status() const { return status_; }
-  T& value() & { return value_; }
-  const T& value() const& { return value_; }
-  T&& value() && { return std::move(value_); }
-  T* operator->() { return &value_; }
-  const T* operator->() const { return &value_; }
-  T& operator*() { return value_; }
-  const T& operator*() const { return value_; }
+  T& value() & {
+    CheckOk();
+    return value_;
+  }
+  const T& value() const& {
+    CheckOk();
+    return value_;
+  }
+  T&& value() && {
+    CheckOk();
+    return std::move(value_);
+  }
+  T* operator->() { return &value(); }
+  const T* operator->() const { return &value(); }
+  T& operator*() { return value(); }
+  const T& operator*() const { return value(); }
 
  private:
+  void CheckOk() const {
+#if ISER_CHECKED_RESULTS
+    if (!status_.ok()) DieReadingValueOfError(status_);
+#endif
+  }
+
   Status status_;
   T value_{};
 };

@@ -22,7 +22,7 @@
 #include "initiator/base/status.h"
 #include "initiator/block/lun_info.h"
 #include "initiator/session/session.h"
-#include "initiator/session/task.h"
+#include "initiator/task/task.h"
 
 namespace iser {
 

@@ -371,6 +371,17 @@ Status LoginExchange::Run() {
 
 }  // namespace
 
+ConnectionParams ConnectionParamsOf(const NegotiatedParams& params) {
+  ConnectionParams c;
+  c.header_digest = params.header_digest == DigestType::kCrc32c;
+  c.data_digest = params.data_digest == DigestType::kCrc32c;
+  c.initiator_max_recv_data_segment_length = params.initiator_max_recv_data_segment_length;
+  c.target_max_recv_data_segment_length = params.target_max_recv_data_segment_length;
+  c.rdma_extensions = params.rdma_extensions;
+  c.target_recv_data_segment_length = params.target_recv_data_segment_length;
+  return c;
+}
+
 Status Login(Datamover& dm, const LoginRequestParams& req, Deadline deadline, LoginOutcome* out) {
   *out = LoginOutcome{};
   LoginExchange exchange(dm, req, deadline, out);

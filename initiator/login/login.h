@@ -15,11 +15,11 @@
 #include <string>
 #include <vector>
 
-#include "discovery/url.h"
 #include "initiator/base/status.h"
 #include "initiator/login/chap.h"
 #include "initiator/login/negotiation.h"
 #include "initiator/transport/datamover.h"
+#include "initiator/transport/portal.h"
 
 namespace iser {
 
@@ -57,6 +57,9 @@ struct LoginOutcome {
   ChapAlgorithm chap_algorithm{};  // when CHAP was used
   bool authenticated = false;
 };
+
+// The part of the outcome the datamover applies to the connection.
+ConnectionParams ConnectionParamsOf(const NegotiatedParams& params);
 
 Status Login(Datamover& dm, const LoginRequestParams& req, Deadline deadline, LoginOutcome* out);
 

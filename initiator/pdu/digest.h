@@ -1,23 +1,15 @@
-// CRC32C header and data digests (RFC 7143 §11.1, §13.1) computed by ISA-L's crc32_iscsi.
-// The digest goes on the wire least-significant byte first. Crc32c is incremental: feed
-// Crc32cExtend with the running value, starting from kCrc32cSeed, then Crc32cFinish.
+// Header and data digests on the wire (RFC 7143 §11.1, §13.1): a CRC32C (base/crc32c.h) of four
+// bytes, least-significant byte first.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
 
+#include "initiator/base/crc32c.h"
+
 namespace iser {
 
-inline constexpr uint32_t kCrc32cSeed = 0xffffffffu;
 inline constexpr size_t kDigestLength = 4;
-
-uint32_t Crc32cExtend(uint32_t running, const void* data, size_t len);
-inline uint32_t Crc32cFinish(uint32_t running) {
-  return ~running;
-}
-inline uint32_t Crc32c(const void* data, size_t len) {
-  return Crc32cFinish(Crc32cExtend(kCrc32cSeed, data, len));
-}
 
 inline void StoreDigest(uint8_t* out, uint32_t crc) {
   out[0] = static_cast<uint8_t>(crc);

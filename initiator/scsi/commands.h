@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "initiator/base/status.h"
-#include "initiator/session/task.h"
+#include "initiator/task/task.h"
 
 namespace iser::scsi {
 

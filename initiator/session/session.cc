@@ -7,8 +7,7 @@
 #include "initiator/base/log.h"
 #include "initiator/base/notification.h"
 #include "initiator/scsi/sense.h"
-#include "initiator/transport/iser/iser_datamover.h"
-#include "initiator/transport/tcp/tcp_datamover.h"
+#include "initiator/session/connect_login.h"
 
 namespace iser {
 
@@ -50,63 +49,7 @@ const char* RejectReasonName(uint8_t reason) {
   return "unknown reason";
 }
 
-// The key set iSER targets expect (iser-protocol.md §3.3): data moves by RDMA, so R2T and burst
-// sizes only bound what the target reads per request, and iSER carries no digests.
-void AdaptOfferToIser(OperationalOffer* offer) {
-  offer->rdma_extensions = true;
-  offer->header_digest = {DigestType::kNone};
-  offer->data_digest = {DigestType::kNone};
-  offer->initial_r2t = true;
-  offer->first_burst_length = 65536;
-  offer->max_burst_length = 262144;
-  offer->max_recv_data_segment_length = 8192;  // our receive buffers hold 8 KiB of data
-}
-
 }  // namespace
-
-Result<std::unique_ptr<Datamover>> MakeDatamover(TransportKind kind) {
-  if (kind == TransportKind::kIser) return std::unique_ptr<Datamover>(new IserDatamover());
-  return std::unique_ptr<Datamover>(new TcpDatamover());
-}
-
-Status ConnectAndLogin(const SessionOptions& options, SessionType type,
-                       std::unique_ptr<Datamover>* dm_out, LoginOutcome* outcome,
-                       Portal* connected_portal) {
-  Portal portal = options.portal;
-  LoginRequestParams req;
-  req.initiator_name = options.initiator_name;
-  req.initiator_alias = options.initiator_alias;
-  req.target_name = type == SessionType::kNormal ? options.target_name : std::string();
-  req.session_type = type;
-  req.isid = RandomIsid();
-  req.cmdsn = 1;
-  req.itt = 0;
-  req.offer = options.offer;
-  if (options.transport == TransportKind::kIser) AdaptOfferToIser(&req.offer);
-  req.chap = options.chap;
-  for (int hop = 0;; ++hop) {
-    Result<std::unique_ptr<Datamover>> dm = MakeDatamover(options.transport);
-    if (!dm.ok()) return dm.status();
-    const Deadline deadline = Clock::now() + options.login_timeout;
-    Status st = (*dm)->Connect(portal, deadline);
-    if (!st.ok()) return st;
-    st = Login(**dm, req, deadline, outcome);
-    if (!st.ok()) return st;
-    if (outcome->redirect) {
-      if (hop >= options.max_redirects) {
-        return Status::LoginFailed("login to " + portal.ToString() + " redirected more than " +
-                                   std::to_string(options.max_redirects) + " times");
-      }
-      Log(LogLevel::kInfo,
-          "portal " + portal.ToString() + " redirected us to " + outcome->redirect->ToString());
-      portal = *outcome->redirect;
-      continue;
-    }
-    *dm_out = std::move(*dm);
-    *connected_portal = portal;
-    return Status::OK();
-  }
-}
 
 Session::Session(const SessionOptions& options)
     : options_(options), slots_(kSlots, nullptr), slot_generation_(kSlots, 0) {
@@ -123,7 +66,7 @@ Result<std::unique_ptr<Session>> Session::Open(const SessionOptions& options) {
                                " refused RDMAExtensions=Yes: it serves this target over iSCSI/TCP "
                                "only (use an iscsi:// URL)");
   }
-  ISER_RETURN_IF_ERROR(s->dm_->EnterFullFeature(s->outcome_.params));
+  ISER_RETURN_IF_ERROR(s->dm_->EnterFullFeature(ConnectionParamsOf(s->outcome_.params)));
   // Login PDUs are immediate: the first command reuses the login's CmdSN.
   s->window_.Reset(1, s->outcome_.exp_cmdsn, s->outcome_.max_cmdsn);
   s->exp_statsn_ = s->outcome_.exp_statsn;
@@ -135,8 +78,9 @@ Result<std::unique_ptr<Session>> Session::Open(const SessionOptions& options) {
   return s;
 }
 
+// A caller that wants Close's outcome calls it first; here it has been logged already.
 Session::~Session() {
-  Close();
+  Close().IgnoreError();
 }
 
 std::string Session::Describe() const {

@@ -23,39 +23,15 @@
 #include <string>
 #include <vector>
 
-#include "discovery/url.h"
 #include "initiator/base/status.h"
 #include "initiator/login/login.h"
 #include "initiator/session/serial.h"
-#include "initiator/session/task.h"
+#include "initiator/session/session_options.h"
+#include "initiator/task/task.h"
 #include "initiator/transport/datamover.h"
+#include "initiator/transport/portal.h"
 
 namespace iser {
-
-struct SessionOptions {
-  Portal portal;
-  std::string target_name;
-  TransportKind transport = TransportKind::kTcp;
-  std::string initiator_name;
-  std::string initiator_alias;
-  ChapCredentials chap;
-  OperationalOffer offer;
-  std::chrono::milliseconds login_timeout{15000};
-  std::chrono::milliseconds nop_interval{5000};  // 0: no keepalive
-  std::chrono::milliseconds nop_timeout{5000};
-  std::chrono::milliseconds logout_timeout{5000};
-  int max_redirects = 4;
-};
-
-// Makes the datamover for a transport; the iSER transport registers itself here.
-using DatamoverFactory = std::function<Result<std::unique_ptr<Datamover>>(TransportKind)>;
-Result<std::unique_ptr<Datamover>> MakeDatamover(TransportKind kind);
-
-// Connects to options.portal and logs in, following redirects. Used by Session::Open and by the
-// Discovery session. On success *dm is connected and logged in, *outcome describes the session.
-Status ConnectAndLogin(const SessionOptions& options, SessionType type,
-                       std::unique_ptr<Datamover>* dm, LoginOutcome* outcome,
-                       Portal* connected_portal);
 
 class Session final : private DatamoverEvents {
  public:

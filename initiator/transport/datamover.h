@@ -19,13 +19,26 @@
 #include <vector>
 
 #include "initiator/base/status.h"
-#include "initiator/login/negotiation.h"
 #include "initiator/pdu/bhs.h"
 
 namespace iser {
 
 struct Task;
 struct Portal;
+
+// What login negotiated that changes how PDUs travel on this connection (RFC 7143 §13, RFC 7145
+// §6). The session derives it from the login's outcome.
+struct ConnectionParams {
+  bool header_digest = false;  // CRC32C on every header
+  bool data_digest = false;    // CRC32C on every data segment
+  // What we declared we receive: the bound on every data segment the target sends us.
+  uint32_t initiator_max_recv_data_segment_length = 8192;
+  // What the target declared: the bound on our Data-Out and immediate data segments.
+  uint32_t target_max_recv_data_segment_length = 8192;
+  // iSER-assisted mode, and the largest control-type PDU data segment the target receives.
+  bool rdma_extensions = false;
+  uint32_t target_recv_data_segment_length = 8192;
+};
 
 using Clock = std::chrono::steady_clock;
 using Deadline = Clock::time_point;
@@ -52,6 +65,10 @@ class Datamover {
  public:
   virtual ~Datamover() = default;
 
+  // The time as this connection's I/O sees it: keepalive and command timeouts are measured
+  // with it, so that a fake datamover can drive them without waiting.
+  virtual Clock::time_point Now() const { return Clock::now(); }
+
   virtual Status Connect(const Portal& portal, Deadline deadline) = 0;
   // "TCP 127.0.0.1:3260" — for messages.
   virtual std::string Describe() const = 0;
@@ -62,7 +79,7 @@ class Datamover {
   // The most data one SCSI command may carry over this connection.
   virtual uint32_t MaxTransferBytes() const = 0;
   // Applies what login negotiated (digests, segment lengths) to everything that follows.
-  virtual Status EnterFullFeature(const NegotiatedParams& params) = 0;
+  virtual Status EnterFullFeature(const ConnectionParams& params) = 0;
 
   // Full feature phase.
   virtual Status Start(DatamoverEvents* events) = 0;

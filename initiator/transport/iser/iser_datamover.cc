@@ -18,9 +18,9 @@
 #include <cstring>
 #include <fstream>
 
-#include "discovery/url.h"
+#include "initiator/transport/portal.h"
 #include "initiator/base/log.h"
-#include "initiator/session/task.h"
+#include "initiator/task/task.h"
 #include "initiator/transport/iser/iser_header.h"
 
 namespace iser {
@@ -549,7 +549,7 @@ Status IserDatamover::ReceivePdu(Bhs* bhs, std::vector<uint8_t>* data, Deadline 
   return st;
 }
 
-Status IserDatamover::EnterFullFeature(const NegotiatedParams& params) {
+Status IserDatamover::EnterFullFeature(const ConnectionParams& params) {
   if (params.rdma_extensions) target_recv_dsl_ = params.target_recv_data_segment_length;
   return Status::OK();
 }

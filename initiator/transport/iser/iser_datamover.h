@@ -52,7 +52,7 @@ class IserDatamover final : public Datamover {
   std::string Describe() const override { return "iSER " + peer_; }
   Status SendPdu(const Bhs& bhs, std::span<const uint8_t> data, Deadline deadline) override;
   Status ReceivePdu(Bhs* bhs, std::vector<uint8_t>* data, Deadline deadline) override;
-  Status EnterFullFeature(const NegotiatedParams& params) override;
+  Status EnterFullFeature(const ConnectionParams& params) override;
   uint32_t MaxTransferBytes() const override { return kDataSlotBytes; }
   // How STags are made, for logs.
   const char* StagMethod() const;

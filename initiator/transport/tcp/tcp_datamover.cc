@@ -17,9 +17,9 @@
 #include <climits>
 #include <cstring>
 
-#include "discovery/url.h"
+#include "initiator/transport/portal.h"
 #include "initiator/pdu/digest.h"
-#include "initiator/session/task.h"
+#include "initiator/task/task.h"
 
 namespace iser {
 
@@ -188,9 +188,9 @@ Status TcpDatamover::ReceivePdu(Bhs* bhs, std::vector<uint8_t>* data, Deadline d
   return Status::OK();
 }
 
-Status TcpDatamover::EnterFullFeature(const NegotiatedParams& params) {
-  header_digest_ = params.header_digest == DigestType::kCrc32c;
-  data_digest_ = params.data_digest == DigestType::kCrc32c;
+Status TcpDatamover::EnterFullFeature(const ConnectionParams& params) {
+  header_digest_ = params.header_digest;
+  data_digest_ = params.data_digest;
   max_recv_dsl_ = params.initiator_max_recv_data_segment_length;
   max_send_dsl_ = params.target_max_recv_data_segment_length;
   return Status::OK();

@@ -30,7 +30,7 @@ class TcpDatamover final : public Datamover {
   std::string Describe() const override { return "TCP " + peer_; }
   Status SendPdu(const Bhs& bhs, std::span<const uint8_t> data, Deadline deadline) override;
   Status ReceivePdu(Bhs* bhs, std::vector<uint8_t>* data, Deadline deadline) override;
-  Status EnterFullFeature(const NegotiatedParams& params) override;
+  Status EnterFullFeature(const ConnectionParams& params) override;
   // R2T and Data-In sequences carry any length; bound one command for fairness between tasks.
   uint32_t MaxTransferBytes() const override { return 16u << 20; }
   Status Start(DatamoverEvents* events) override;

@@ -1,4 +1,4 @@
-#include "initiator/pdu/digest.h"
+#include "initiator/base/crc32c.h"
 
 #include <isa-l/crc.h>
 

@@ -1,0 +1,104 @@
+#include "initiator/transport/portal.h"
+
+#include <arpa/inet.h>
+
+#include <cctype>
+
+namespace iser {
+
+namespace {
+
+Result<uint16_t> ParsePort(std::string_view s, std::string_view whole) {
+  if (s.empty() || s.size() > 5) {
+    return Status::InvalidArgument("bad port '" + std::string(s) + "' in '" + std::string(whole) +
+                                   "'");
+  }
+  uint32_t v = 0;
+  for (char c : s) {
+    if (!std::isdigit(static_cast<unsigned char>(c))) {
+      return Status::InvalidArgument("bad port '" + std::string(s) + "' in '" + std::string(whole) +
+                                     "'");
+    }
+    v = v * 10 + static_cast<uint32_t>(c - '0');
+  }
+  if (v == 0 || v > 65535) {
+    return Status::InvalidArgument("port " + std::string(s) + " out of range in '" +
+                                   std::string(whole) + "'");
+  }
+  return static_cast<uint16_t>(v);
+}
+
+bool ValidHostName(std::string_view h) {
+  if (h.empty() || h.size() > 253) return false;
+  for (char c : h) {
+    if (!(std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '.' || c == '_')) {
+      return false;
+    }
+  }
+  return true;
+}
+
+// inet_pton stops at a NUL, so check the characters first: an address must be all of itself.
+bool ValidIpv6(const std::string& h) {
+  if (h.empty() || h.find_first_not_of("0123456789abcdefABCDEF:.") != std::string::npos) {
+    return false;
+  }
+  in6_addr a6;
+  return inet_pton(AF_INET6, h.c_str(), &a6) == 1;
+}
+
+}  // namespace
+
+std::string Portal::ToString() const {
+  if (host.find(':') != std::string::npos) return "[" + host + "]:" + std::to_string(port);
+  return host + ":" + std::to_string(port);
+}
+
+Result<Portal> ParsePortal(std::string_view text) {
+  Portal p;
+  if (text.empty()) return Status::InvalidArgument("empty portal");
+  if (text.front() == '[') {
+    const size_t close = text.find(']');
+    if (close == std::string_view::npos) {
+      return Status::InvalidArgument("unclosed '[' in portal '" + std::string(text) + "'");
+    }
+    p.host = std::string(text.substr(1, close - 1));
+    if (!ValidIpv6(p.host)) {
+      return Status::InvalidArgument("bad IPv6 address '" + p.host + "'");
+    }
+    std::string_view rest = text.substr(close + 1);
+    if (!rest.empty()) {
+      if (rest.front() != ':') {
+        return Status::InvalidArgument("unexpected '" + std::string(rest) + "' after ']' in '" +
+                                       std::string(text) + "'");
+      }
+      Result<uint16_t> port = ParsePort(rest.substr(1), text);
+      if (!port.ok()) return port.status();
+      p.port = *port;
+    }
+    return p;
+  }
+  const size_t first = text.find(':');
+  if (first != std::string_view::npos && text.find(':', first + 1) != std::string_view::npos) {
+    // Several colons and no brackets: a bare IPv6 address without a port.
+    p.host = std::string(text);
+    if (!ValidIpv6(p.host)) {
+      return Status::InvalidArgument("bad portal '" + std::string(text) +
+                                     "' (write IPv6 addresses as [addr]:port)");
+    }
+    return p;
+  }
+  p.host = std::string(text.substr(0, first));
+  if (!ValidHostName(p.host)) {
+    return Status::InvalidArgument("bad host '" + p.host + "' in portal '" + std::string(text) +
+                                   "'");
+  }
+  if (first != std::string_view::npos) {
+    Result<uint16_t> port = ParsePort(text.substr(first + 1), text);
+    if (!port.ok()) return port.status();
+    p.port = *port;
+  }
+  return p;
+}
+
+}  // namespace iser
