@@ -3,7 +3,7 @@
 //   nbdkit iser iscsi://HOST[:PORT]/TARGET-IQN[/LUN] [initiator=IQN] [user=U password=-] ...
 //
 // One callback per NBD operation, each a thin mapping onto BlockDevice (the SCSI mapping table is
-// in docs/ecosystem.md). Life cycle:
+// in docs/interop.md, "NBD operations and SCSI commands"). Life cycle:
 //   config / config_complete  parse and check the parameters; nothing touches the network.
 //   get_ready                 log in, list the LUNs, pick the default export, log out again: a bad
 //                             URL, an unreachable portal or a wrong password stops nbdkit here,

@@ -38,7 +38,7 @@ namespace iser {
 enum class SessionType { kNormal, kDiscovery };
 enum class DigestType { kNone, kCrc32c };
 
-// What we propose. Defaults are open-iscsi's (ecosystem.md, "Negotiation defaults"), except
+// What we propose. Defaults are open-iscsi's (docs/interop.md, "Negotiation defaults"), except
 // MaxRecvDataSegmentLength: the RFC's maximum rather than 256 KiB, so that a target sends a read
 // of up to 16 MiB as one Data-In PDU. Data-In lands in the command's buffer whatever its size, and
 // each PDU a target does not have to build saves it a header and a socket write (tgtd spends about

@@ -6,8 +6,8 @@ namespace iser {
 
 namespace {
 
-// The key set iSER targets expect (iser-protocol.md §3.3): data moves by RDMA, so R2T and burst
-// sizes only bound what the target reads per request, and iSER carries no digests.
+// The key set iSER targets expect (docs/iser-wire.md, "Login keys"): data moves by RDMA, so R2T
+// and burst sizes only bound what the target reads per request, and iSER carries no digests.
 void AdaptOfferToIser(OperationalOffer* offer) {
   offer->rdma_extensions = true;
   offer->header_digest = {DigestType::kNone};

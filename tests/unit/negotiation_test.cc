@@ -53,7 +53,7 @@ TEST(Negotiation, IserForcesNoDigestsAndSendsIserKeys) {
   EXPECT_EQ(ValueOf(p, "IFMarker"), "<absent>");
 }
 
-// tgt 1.0.85's answers over iSER (iser-protocol.md §3.3).
+// tgt 1.0.85's answers over iSER (docs/iser-wire.md, "Login keys").
 TEST(Negotiation, TgtIserAnswers) {
   OperationalOffer o;
   o.rdma_extensions = true;

@@ -671,7 +671,8 @@ Status IserDatamover::Classify(const ibv_wc& wc, Completion* out) const {
                                     ")");
   }
   if (recv && (wc.wc_flags & IBV_WC_WITH_INV)) {
-    // Our connect request said we accept no Send-with-Invalidate (iser-protocol.md §4.3).
+    // Our connect request said we accept no Send-with-Invalidate (docs/iser-wire.md,
+    // "Send-with-Invalidate").
     char rkey[16];
     snprintf(rkey, sizeof rkey, "0x%x", wc.invalidated_rkey);
     return Status::ProtocolError("the target sent a Send-with-Invalidate (STag " +

@@ -65,7 +65,8 @@ class IserDatamover final : public Datamover {
   void Abort(const Status& status) override { Fail(status); }
   void Shutdown() override;
 
-  // tgt refuses more than 512 KiB per command and direction (iser-protocol.md §8.4).
+  // tgt refuses more than 512 KiB per command and direction (docs/iser-wire.md,
+  // "tgt 1.0.85's iSER target").
   static constexpr uint32_t kDataSlotBytes = 512 * 1024;
   // From this size on the caller's buffer is registered instead of copied.
   static constexpr uint32_t kDirectBytes = 128 * 1024;

@@ -1,5 +1,5 @@
 // The 28-byte iSER header that precedes every iSCSI PDU in an RDMA SEND (RFC 7145 §9.2, the
-// layout tgt, LIO, SCST, libiscsi and Linux agree on; see docs iser-protocol.md §2):
+// layout tgt, LIO, SCST, libiscsi and Linux agree on; see docs/iser-wire.md, "The iSER header"):
 //   byte 0  flags: 0x10 iSCSI control-type PDU, | 0x08 WSV (Write STag/VA valid),
 //                  | 0x04 RSV (Read STag/VA valid)
 //   4..7    Write STag (rkey the target RDMA-READs our write data with)
