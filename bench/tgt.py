@@ -1,17 +1,27 @@
 """A private tgtd for benchmarks (the Python twin of tests/harness/tgt.sh)."""
 import os
+import random
 import socket
 import subprocess
 import tempfile
 import time
 
+# tgt's default logical block size, which every benchmark LUN has unless it says otherwise.
+BLOCK_SIZE = 512
+
 
 def free_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    return port
+    """A free port below the kernel's ephemeral range (32768 and up), so that no connect()
+    elsewhere takes it as its local port before tgtd binds it; random, so parallel runs differ."""
+    for _ in range(200):
+        port = random.randint(20000, 32767)
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+        return port
+    raise RuntimeError("no free port in 20000-32767 after 200 tries")
 
 
 def rdma_cm_listening(port):
@@ -59,8 +69,9 @@ class Tgt:
         for name in initiators:
             self.adm(f"--lld {lld} --op bind --mode target --tid {tid} --initiator-name {name}")
 
-    def lun(self, tid, lun, path, options="", lld="iscsi"):
-        self.adm(f"--lld {lld} --op new --mode logicalunit --tid {tid} --lun {lun} -b {path} {options}")
+    def lun(self, tid, lun, path, options="", lld="iscsi", block_size=BLOCK_SIZE):
+        self.adm(f"--lld {lld} --op new --mode logicalunit --tid {tid} --lun {lun} -b {path} "
+                 f"--blocksize {block_size} {options}")
 
     def stop(self):
         # tgtd refuses "--op delete --mode system" while it has targets and ignores SIGTERM; the
