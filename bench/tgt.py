@@ -1,27 +1,17 @@
 """A private tgtd for benchmarks (the Python twin of tests/harness/tgt.sh)."""
 import os
-import random
 import socket
 import subprocess
+import sys
 import tempfile
 import time
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests",
+                                "harness"))
+from free_port import free_port  # noqa: E402
+
 # tgt's default logical block size, which every benchmark LUN has unless it says otherwise.
 BLOCK_SIZE = 512
-
-
-def free_port():
-    """A free port below the kernel's ephemeral range (32768 and up), so that no connect()
-    elsewhere takes it as its local port before tgtd binds it; random, so parallel runs differ."""
-    for _ in range(200):
-        port = random.randint(20000, 32767)
-        with socket.socket() as s:
-            try:
-                s.bind(("127.0.0.1", port))
-            except OSError:
-                continue
-        return port
-    raise RuntimeError("no free port in 20000-32767 after 200 tries")
 
 
 def rdma_cm_listening(port):

@@ -32,24 +32,9 @@ tgt_in_iser_netns() {
   exec timeout "$seconds" "$TGT_HARNESS_DIR/iser-netns" "$softrdma_run" bash "$0" "$@"
 }
 
-# A free port below the kernel's ephemeral range (32768 and up), so that no connect() elsewhere
-# takes it as its local port before tgtd binds it; random, so parallel tests differ.
+# A free port for tgtd, outside the kernel's ephemeral range (free_port.py).
 tgt_free_port() {
-  python3 - <<'PY'
-import random, socket, sys
-for _ in range(200):
-    port = random.randint(20000, 32767)
-    s = socket.socket()
-    try:
-        s.bind(("127.0.0.1", port))
-    except OSError:
-        continue
-    finally:
-        s.close()
-    print(port)
-    sys.exit(0)
-sys.exit("no free port in 20000-32767 after 200 tries")
-PY
+  python3 "$TGT_HARNESS_DIR/free_port.py"
 }
 
 # tgtd answers tgtadm, accepts TCP connections and, for iSER, listens for RDMA CM.
