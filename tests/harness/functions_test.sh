@@ -69,7 +69,7 @@ expect_status 5 "CLEANUP_STATUS"
 expect_out "status 5" "CLEANUP_STATUS"
 echo "CLEANUP_STATUS: ok"
 
-bash -c ". '$LIB'; cleanup_push 'echo cleaned >$WORK/term'; sleep 30 & wait" &
+bash -c ". '$LIB'; cleanup_push 'echo cleaned >$WORK/term'; sleep 30 & cleanup_push \"kill \$!\"; wait" &
 child=$!
 sleep 0.5
 kill -TERM "$child"
