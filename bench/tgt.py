@@ -2,16 +2,16 @@
 import os
 import socket
 import subprocess
+import sys
 import tempfile
 import time
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests",
+                                "harness"))
+from free_port import free_port  # noqa: E402
 
-def free_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    return port
+# tgt's default logical block size, which every benchmark LUN has unless it says otherwise.
+BLOCK_SIZE = 512
 
 
 def rdma_cm_listening(port):
@@ -59,8 +59,9 @@ class Tgt:
         for name in initiators:
             self.adm(f"--lld {lld} --op bind --mode target --tid {tid} --initiator-name {name}")
 
-    def lun(self, tid, lun, path, options="", lld="iscsi"):
-        self.adm(f"--lld {lld} --op new --mode logicalunit --tid {tid} --lun {lun} -b {path} {options}")
+    def lun(self, tid, lun, path, options="", lld="iscsi", block_size=BLOCK_SIZE):
+        self.adm(f"--lld {lld} --op new --mode logicalunit --tid {tid} --lun {lun} -b {path} "
+                 f"--blocksize {block_size} {options}")
 
     def stop(self):
         # tgtd refuses "--op delete --mode system" while it has targets and ignores SIGTERM; the

@@ -4,7 +4,7 @@
 # offsets; the same with --page-cache.
 set -euo pipefail
 . "$(dirname "$0")/lib.sh"
-require dd cmp
+requires dd cmp
 fuse_setup
 tgt_target 1 iqn.2026-11.test:t1
 tgt_lun 1 1 64M

@@ -2,7 +2,7 @@
 # fio random writes with verification from 4 jobs, psync and libaio, direct=1.
 set -euo pipefail
 . "$(dirname "$0")/lib.sh"
-require fio
+requires fio
 fuse_setup
 tgt_target 1 iqn.2026-11.test:t1
 tgt_lun 1 1 128M

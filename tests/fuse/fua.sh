@@ -6,9 +6,8 @@
 set -euo pipefail
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/../harness/capture.sh"
-require tshark
+requires tshark
 fuse_setup
-trap 'capture_stop; fuse_cleanup' EXIT
 tgt_target 1 iqn.2026-11.test:t1
 tgt_lun 1 1 64M
 

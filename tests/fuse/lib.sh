@@ -1,7 +1,7 @@
 # lib.sh: shared steps of the FUSE frontend tests (bash library, sourced after set -euo pipefail).
 #
 #   . "$(dirname "$0")/lib.sh"
-#   fuse_setup                    # tgtd fixture, EXIT trap that unmounts and stops everything
+#   fuse_setup                    # tgtd fixture; unmounts and stops everything at exit
 #   tgt_target 1 iqn.2026-11.test:disk; tgt_lun 1 1 64M
 #   fuse_mount "$(fuse_url 1)" "$MNT" [mount options...]   # detached, pid in $FUSE_PID
 #   fuse_mount_foreground LOG URL "$MNT" [options...]      # -f in the background, same
@@ -9,25 +9,14 @@
 #   fuse_unmount "$MNT"           # fusermount3 -u, waits for the process to end
 #
 # ISER_FUSE_MOUNT is the iser-fuse-mount binary (CTest passes it). Every missing tool is a failure,
-# not a skip: these tests exist to run.
+# not a skip (requires, tests/harness/functions.sh): these tests exist to run.
 
 . "$(dirname "${BASH_SOURCE[0]}")/../harness/tgt.sh"
-
-fail() {
-  echo "FAIL: $*" >&2
-  exit 1
-}
-
-require() {
-  local tool
-  for tool in "$@"; do
-    command -v "$tool" >/dev/null || fail "$tool is not installed (run scripts/deps)"
-  done
-}
 
 FUSE_MOUNTS=()
 FUSE_PIDS=()
 
+# Unmounts what the test mounted and kills what serves it, before tgtd stops.
 fuse_cleanup() {
   local m p
   for m in "${FUSE_MOUNTS[@]}"; do
@@ -36,21 +25,19 @@ fuse_cleanup() {
   for p in "${FUSE_PIDS[@]}"; do
     kill -0 "$p" 2>/dev/null && kill -9 "$p" 2>/dev/null || true
   done
-  tgt_stop
-  rm -rf "$FUSE_DIR"
 }
 
 fuse_setup() {
   [ -n "${ISER_FUSE_MOUNT:-}" ] && [ -x "$ISER_FUSE_MOUNT" ] ||
     fail "ISER_FUSE_MOUNT must name the iser-fuse-mount binary"
   [ -c /dev/fuse ] || fail "/dev/fuse is missing"
-  require fusermount3 tgtd tgtadm timeout python3
+  requires fusermount3 timeout python3
   FUSE_MOUNT_COMMAND=("$ISER_FUSE_MOUNT")
-  FUSE_DIR=$(mktemp -d /tmp/iser-fuse-test.XXXXXX)
+  temp_dir FUSE_DIR fuse-test
   MNT=$FUSE_DIR/mnt
   mkdir "$MNT"
   tgt_start
-  trap fuse_cleanup EXIT
+  cleanup_push fuse_cleanup
 }
 
 fuse_url() {  # fuse_url TID [LUN]: iser:// when the target is tgtd's iSER target (TGT_LLD=iser)
@@ -80,28 +67,19 @@ fuse_mount() {
 # timeout(1), in the background with its stderr in LOG; returns once it is mounted. FUSE_PID is
 # the timeout process, which passes signals on to the mount and exits with its status.
 fuse_mount_foreground() {
-  local log=$1 url=$2 mnt=$3 i
+  local log=$1 url=$2 mnt=$3
   shift 3
   timeout 60 "$ISER_FUSE_MOUNT" "$url" "$mnt" -f "$@" 2>"$log" &
   FUSE_PID=$!
   FUSE_MOUNTS+=("$mnt")
   FUSE_PIDS+=("$FUSE_PID")
-  for i in $(seq 1 100); do
-    fuse_mounted "$mnt" && return 0
-    kill -0 "$FUSE_PID" 2>/dev/null || break
-    sleep 0.1
-  done
-  fail "foreground mount of $url on $mnt failed: $(cat "$log")"
+  wait_for --pid "$FUSE_PID" 10 fuse_mounted "$mnt" ||
+    fail "foreground mount of $url on $mnt failed: $(cat "$log")"
 }
 
 # Waits (bounded) for process $1 to exit.
 fuse_wait_exit() {
-  local i
-  for i in $(seq 1 200); do
-    kill -0 "$1" 2>/dev/null || return 0
-    sleep 0.1
-  done
-  fail "process $1 still running 20 s after unmount"
+  wait_for 20 exited "$1" || fail "process $1 still running 20 s after unmount"
 }
 
 fuse_unmount() {
@@ -115,8 +93,12 @@ fuse_mounted() {
   grep -qsF " ${1// /\\040} ${2:+$2 }" /proc/mounts
 }
 
+fuse_unmounted() {
+  ! fuse_mounted "$1"
+}
+
 fuse_assert_unmounted() {
-  ! fuse_mounted "$1" || fail "$1 is still mounted"
+  fuse_unmounted "$1" || fail "$1 is still mounted"
 }
 
 # No initiator logged in to the target any more (the mount logged out).

@@ -34,7 +34,7 @@ echo "relative pid file: written, removed at exit"
 
 # SIGTERM while fio has 64 writes in flight: the process ends cleanly (no sanitizer report, exit
 # 0), the writers see errors instead of hanging, the session is logged out.
-require fio
+requires fio
 fuse_mount_foreground "$FUSE_DIR/fg.log" "$(fuse_url 1)" "$MNT"
 fg=$FUSE_PID
 timeout 60 fio --name=busy --filename="$MNT/lun1" --direct=1 --ioengine=libaio --iodepth=32 \
@@ -56,8 +56,7 @@ watcher=$(pgrep -f "^fusermount3 .*auto_unmount.* $MNT\$" || true)
 [ -n "$watcher" ] || fail "no auto_unmount fusermount3 for $MNT: $(pgrep -a fusermount3 || true)"
 kill -KILL "$FUSE_PID"
 # Give it time on a loaded machine (this bounds a hang, it does not measure speed).
-for i in $(seq 1 200); do fuse_mounted "$MNT" || break; sleep 0.1; done
-fuse_assert_unmounted "$MNT"
+wait_for 20 fuse_unmounted "$MNT" || fail "$MNT is still mounted"
 echo "killed: auto_unmount removed the mount"
 
 # fusermount3 leaves the mount when its check of the mount point fails with ECONNABORTED instead
@@ -72,8 +71,7 @@ watcher=$(pgrep -f "^fusermount3 .*auto_unmount.* $spaced\$" || true)
 [ -n "$watcher" ] || fail "no auto_unmount fusermount3 for $spaced"
 kill -KILL "$watcher"
 kill -KILL "$FUSE_PID"
-for i in $(seq 1 200); do fuse_mounted "$spaced" || break; sleep 0.1; done
-fuse_assert_unmounted "$spaced"
+wait_for 20 fuse_unmounted "$spaced" || fail "$spaced is still mounted"
 echo "killed, fusermount3 gone too: the guard removed the mount"
 
 fuse_mount_foreground "$FUSE_DIR/fg2.log" "$(fuse_url 1)" "$MNT"
@@ -88,11 +86,11 @@ echo "foreground: ok"
 # must not kill the mount before they finish.
 "$ISER_FUSE_MOUNT" "$(fuse_url 1)" "$MNT" -f >"$FUSE_DIR/twice.log" 2>&1 &
 fg=$!
-for i in $(seq 1 100); do fuse_mounted "$MNT" && break; sleep 0.1; done
+wait_for 10 fuse_mounted "$MNT" || true
 [ -f "$MNT/lun1" ] || fail "foreground mount shows no lun1"
 kill -STOP "$TGT_PID"
 kill -TERM $fg
-for i in $(seq 1 50); do fuse_mounted "$MNT" || break; sleep 0.1; done
+wait_for 5 fuse_unmounted "$MNT" || true
 kill -TERM $fg
 sleep 0.3
 kill -CONT "$TGT_PID"

@@ -3,7 +3,7 @@
 # remount (the data reached the target).
 set -euo pipefail
 . "$(dirname "$0")/lib.sh"
-require mkfs.ext4 e2fsck
+requires mkfs.ext4 e2fsck
 fuse_setup
 tgt_target 1 iqn.2026-11.test:t1
 tgt_lun 1 1 256M

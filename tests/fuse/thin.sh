@@ -3,7 +3,7 @@
 # zeroes and SEEK_HOLE/SEEK_DATA find it; fallocate --zero-range zeroes an unaligned range.
 set -euo pipefail
 . "$(dirname "$0")/lib.sh"
-require fallocate du
+requires fallocate du
 fuse_setup
 tgt_target 1 iqn.2026-11.test:t1
 tgt_lun 1 1 32M --params thin_provisioning=1

@@ -1,9 +1,9 @@
 # capture.sh: a tshark capture of a test's iSCSI/TCP traffic on the loopback, and the questions
-# the tests ask of it (bash library, sourced after set -euo pipefail; the caller defines fail).
+# the tests ask of it (bash library, sourced after set -euo pipefail).
 #
 #   capture_start PORT DIR     # returns once tshark is capturing tcp port PORT into DIR/cap.pcap
 #   ... traffic ...
-#   capture_stop               # also safe to call from an EXIT trap, or twice
+#   capture_stop               # also on the cleanup stack capture_start pushes to; safe twice
 #   capture_fua_lbas           # "2048 4096": LBAs of WRITEs with the FUA bit, sorted
 #   capture_commands 'FILTER'  # SCSI Command PDUs matching a display filter, e.g. $CAPTURE_WRITE
 #   capture_count 'FILTER'     # frames matching a display filter
@@ -11,6 +11,8 @@
 #   capture_expect_durability yes|no "2048 4096" FLUSHES   # see below
 #
 # tshark dissects port PORT as iSCSI (it only guesses 3260), so SCSI CDBs are decoded.
+
+. "$(dirname "${BASH_SOURCE[0]}")/functions.sh"
 
 CAPTURE_SYNC='scsi_sbc.opcode == 0x35 || scsi_sbc.opcode == 0x91'  # SYNCHRONIZE CACHE(10/16)
 CAPTURE_WRITE='scsi_sbc.opcode == 0x2a || scsi_sbc.opcode == 0x8a'  # WRITE(10/16)
@@ -21,16 +23,13 @@ CAPTURE_FILE=
 capture_start() {
   CAPTURE_PORT=$1
   CAPTURE_FILE=$2/cap.pcap
-  local err=$2/tshark.err i
-  command -v tshark >/dev/null || fail "tshark is not installed (run scripts/deps)"
+  local err=$2/tshark.err
+  requires tshark
   timeout 120 tshark -i lo -f "tcp port $CAPTURE_PORT" -w "$CAPTURE_FILE" 2>"$err" &
   CAPTURE_PID=$!
-  for i in $(seq 1 100); do
-    grep -q Capturing "$err" && return 0
-    kill -0 "$CAPTURE_PID" 2>/dev/null || fail "tshark: $(cat "$err")"
-    sleep 0.1
-  done
-  fail "tshark did not start capturing within 10 s: $(cat "$err")"
+  cleanup_push capture_stop
+  wait_for --pid "$CAPTURE_PID" 10 grep -q Capturing "$err" ||
+    fail "tshark did not start capturing within 10 s: $(cat "$err")"
 }
 
 capture_stop() {

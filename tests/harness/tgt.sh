@@ -6,52 +6,53 @@
 #   tgt_lun 1 1 64M [--blocksize=4096] [--params thin_provisioning=1] [--bstype null]
 #   tgt_chap 1 user secret [target_user target_secret]
 #   ... run the test against iscsi://127.0.0.1:$TGT_PORT/iqn.2026-11.test:disk/1
-#   tgt_stop                      # also run by the EXIT trap tgt_start installs
+#   tgt_stop                      # also on the cleanup stack (functions.sh) tgt_start pushes to
 #
 # With TGT_LLD=iser the target is tgtd's iSER target under softrdma, serving TCP discovery and
 # RDMA CM on 127.0.0.1:3260 like a real portal: the script must run under
 # tests/harness/iser-netns (its own network namespace, softrdma in front), and targets are also
 # bound to $TGT_ISER_INITIATOR (tgt 1.0.85 admits iSER initiators only by name and address).
 # TGT_WRAP, if set, is a command tgtd runs under (softrdma's own tests name softrdma-run there);
-# TGT_ADDR, if set, is the portal address instead of 127.0.0.1.
+# TGT_ADDR, if set, is the portal address instead of 127.0.0.1. A script that must run under
+# iser-netns and is not started there calls tgt_in_iser_netns first.
 #
 # Every step fails loudly: a missing tgtd or a tgtadm error aborts the calling script. Each
 # fixture has its own directory, socket and port, so tests can run in parallel.
 
-tgt_fail() {
-  echo "tgt.sh: $*" >&2
-  exit 1
+TGT_HARNESS_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+. "$TGT_HARNESS_DIR/functions.sh"
+
+# tgt_in_iser_netns SOFTRDMA_RUN SECONDS ARGS...: unless it already runs there, runs the calling
+# script again with ARGS under iser-netns (bash, under SOFTRDMA_RUN), bounded by SECONDS, in
+# place of this process.
+tgt_in_iser_netns() {
+  [ "${ISER_TEST_NETNS:-}" != 1 ] || return 0
+  local softrdma_run=$1 seconds=$2
+  shift 2
+  exec timeout "$seconds" "$TGT_HARNESS_DIR/iser-netns" "$softrdma_run" bash "$0" "$@"
 }
 
-# A free port below the kernel's ephemeral range (32768 and up), so that no connect() elsewhere
-# takes it as its local port before tgtd binds it; random, so parallel tests differ.
+# A free port for tgtd, outside the kernel's ephemeral range (free_port.py).
 tgt_free_port() {
-  python3 - <<'PY'
-import random, socket, sys
-for _ in range(200):
-    port = random.randint(20000, 32767)
-    s = socket.socket()
-    try:
-        s.bind(("127.0.0.1", port))
-    except OSError:
-        continue
-    finally:
-        s.close()
-    print(port)
-    sys.exit(0)
-sys.exit("no free port in 20000-32767 after 200 tries")
-PY
+  python3 "$TGT_HARNESS_DIR/free_port.py"
+}
+
+# tgtd answers tgtadm, accepts TCP connections and, for iSER, listens for RDMA CM.
+tgt_listening() {
+  tgtadm --op show --mode system >/dev/null 2>&1 &&
+    (exec 3<>"/dev/tcp/$TGT_ADDR/$TGT_PORT") 2>/dev/null &&
+    { [ "$TGT_LLD" != iser ] || grep -q "@softrdma/.*/$TGT_PORT\$" /proc/net/unix; }
 }
 
 tgt_start() {
-  command -v tgtd >/dev/null || tgt_fail "tgtd is not installed (Debian package tgt); run scripts/deps"
-  TGT_DIR=$(mktemp -d /tmp/iser-tgt.XXXXXX)
+  requires tgtd tgtadm python3
+  temp_dir TGT_DIR tgt
   export TGT_IPC_SOCKET=$TGT_DIR/ipc
   TGT_LLD=${TGT_LLD:-iscsi}
   local lld_args=()
   if [ "$TGT_LLD" = iser ]; then
-    [ "${ISER_TEST_NETNS:-}" = 1 ] || tgt_fail "TGT_LLD=iser needs tests/harness/iser-netns"
-    [ -n "${TGT_ISER_INITIATOR:-}" ] || tgt_fail "TGT_LLD=iser needs TGT_ISER_INITIATOR"
+    [ "${ISER_TEST_NETNS:-}" = 1 ] || fail "TGT_LLD=iser needs tests/harness/iser-netns"
+    [ -n "${TGT_ISER_INITIATOR:-}" ] || fail "TGT_LLD=iser needs TGT_ISER_INITIATOR"
     TGT_PORT=3260
     lld_args=(--iser "port=$TGT_PORT,pool_sz_mb=128")
   fi
@@ -59,22 +60,13 @@ tgt_start() {
   TGT_ADDR=${TGT_ADDR:-127.0.0.1}
   ${TGT_WRAP:-} tgtd -f --iscsi portal=$TGT_ADDR:$TGT_PORT "${lld_args[@]}" >"$TGT_DIR/tgtd.log" 2>&1 &
   TGT_PID=$!
-  trap tgt_stop EXIT
-  local i
-  for i in $(seq 1 100); do
-    if tgtadm --op show --mode system >/dev/null 2>&1 &&
-       (exec 3<>/dev/tcp/$TGT_ADDR/$TGT_PORT) 2>/dev/null &&
-       { [ "$TGT_LLD" != iser ] || grep -q "@softrdma/.*/$TGT_PORT\$" /proc/net/unix; }; then
-      return 0
-    fi
-    kill -0 "$TGT_PID" 2>/dev/null || tgt_fail "tgtd exited: $(cat "$TGT_DIR/tgtd.log")"
-    sleep 0.1
-  done
-  tgt_fail "tgtd did not start listening on $TGT_ADDR:$TGT_PORT: $(cat "$TGT_DIR/tgtd.log")"
+  cleanup_push tgt_stop
+  wait_for --pid "$TGT_PID" 10 tgt_listening ||
+    fail "tgtd did not start listening on $TGT_ADDR:$TGT_PORT: $(cat "$TGT_DIR/tgtd.log")"
 }
 
 tgt_adm() {
-  tgtadm "$@" || tgt_fail "tgtadm $* failed"
+  tgtadm "$@" || fail "tgtadm $* failed"
 }
 
 tgt_target() {
@@ -125,13 +117,8 @@ tgt_chap() {
 tgt_stop() {
   [ -n "${TGT_PID:-}" ] || return 0
   tgtadm --op delete --mode system >/dev/null 2>&1 || true
-  local i
-  for i in $(seq 1 10); do
-    kill -0 "$TGT_PID" 2>/dev/null || break
-    sleep 0.1
-  done
+  wait_for 1 exited "$TGT_PID" || true
   kill -9 "$TGT_PID" 2>/dev/null || true
   wait "$TGT_PID" 2>/dev/null || true
   TGT_PID=
-  rm -rf "$TGT_DIR"
 }

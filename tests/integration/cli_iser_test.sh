@@ -10,8 +10,8 @@ here=$(cd "$(dirname "$0")" && pwd)
 initiator=iqn.2026-11.io.iser-connect.test:cli-iser
 export ISER_CONNECT_INITIATOR_NAME=$initiator
 TGT_LLD=iser TGT_ISER_INITIATOR=$initiator
+. "$here/../harness/functions.sh"
 . "$here/../harness/tgt.sh"
-. "$here/cli_lib.sh"
 
 
 tgt_start
@@ -64,4 +64,4 @@ no_ipc_lock=()
 expect_exit 1 "RLIMIT_MEMLOCK allows 1024 KiB.*ulimit -l" "${no_ipc_lock[@]}" bash -c \
   'ulimit -l 1024 && exec "$0" ls "$1"' "$cli" "iser://$portal/$iqn/1"
 
-cli_done
+checks_done

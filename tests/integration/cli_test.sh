@@ -5,8 +5,8 @@
 set -euo pipefail
 cli=$1
 here=$(cd "$(dirname "$0")" && pwd)
+. "$here/../harness/functions.sh"
 . "$here/../harness/tgt.sh"
-. "$here/cli_lib.sh"
 
 
 tgt_start
@@ -59,4 +59,4 @@ closed=$(tgt_free_port)
 expect_exit 5 "refused" "$cli" discover -p "127.0.0.1:$closed"
 expect_exit 7 "" "$cli" bench "iscsi://$portal/$iqn/1" --rw sideways
 
-cli_done
+checks_done

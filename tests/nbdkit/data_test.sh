@@ -4,15 +4,14 @@
 # with verify=crc32c, queue depth 32 on each of 4 connections.
 set -euo pipefail
 . "$(dirname "$0")/lib.sh" "$1"
-need nbdinfo nbdcopy fio cmp
+requires nbdinfo nbdcopy fio cmp
 
 tgt_start
 tgt_target 1 iqn.2026-11.test:disk
 tgt_lun 1 1 64M
 nbd_start iscsi://127.0.0.1:$TGT_PORT/iqn.2026-11.test:disk
 
-WORK=$(mktemp -d /tmp/iser-data.XXXXXX)
-trap 'rm -rf "$WORK"; nbd_cleanup' EXIT
+temp_dir WORK data
 
 head -c 64M /dev/urandom >"$WORK/image"
 timeout 120 nbdcopy --flush "$WORK/image" "$(nbd_uri 1)"

@@ -4,7 +4,7 @@
 # disk, or CHAP fails; and starts when the CHAP secret comes by nbdkit_read_password (+FILE, -FD).
 set -euo pipefail
 . "$(dirname "$0")/lib.sh" "$1"
-need nbdinfo
+requires nbdinfo
 
 tgt_start
 tgt_target 1 iqn.2026-11.test:disk
@@ -42,12 +42,7 @@ nbd_fails "CHAP user 'alice' has no password: give password=- \\(prompt\\), pass
   "$U/iqn.2026-11.test:chap" user=alice
 nbd_fails "mutual CHAP user 'bob' has no password: give target-password=- \\(prompt\\), target-password=\\+FILE or target-password=-FD, or set LIBISCSI_CHAP_TARGET_PASSWORD" \
   "$U/iqn.2026-11.test:chap" user=alice password=alice-secret-1 target-user=bob
-SECRETS=$(mktemp -d /tmp/iser-secrets.XXXXXX)
-cleanup() {
-  rm -rf "$SECRETS"
-  nbd_cleanup
-}
-trap cleanup EXIT
+temp_dir SECRETS secrets
 echo alice-secret-1 >"$SECRETS/alice"
 echo not-bobs-secret >"$SECRETS/wrongbob"
 echo bob-secret-22 >"$SECRETS/bob"
@@ -56,14 +51,12 @@ nbd_fails "mutual|target.*authenticat|authenticat.*target" "$U/iqn.2026-11.test:
 
 # The right secrets, from a file and from a file descriptor: nbdkit serves.
 nbd_start "$U/iqn.2026-11.test:chap?auth=md5" user=alice password=+"$SECRETS/alice"
-trap cleanup EXIT  # nbd_start installed its own
 size=$(timeout 30 nbdinfo --size "$(nbd_uri)")
 [ "$size" = 16777216 ] || fail "CHAP export size $size"
 nbd_stop
 exec 9<"$SECRETS/alice"
 nbd_start "$U/iqn.2026-11.test:chap?auth=md5" user=alice password=-9 target-user=bob \
   target-password=+"$SECRETS/bob"
-trap cleanup EXIT
 exec 9<&-
 size=$(timeout 30 nbdinfo --size "$(nbd_uri)")
 [ "$size" = 16777216 ] || fail "mutual CHAP export size $size"

@@ -5,16 +5,15 @@
 # SYNCHRONIZE CACHE; the capture must dissect without malformed packets or expert errors.
 set -euo pipefail
 . "$(dirname "$0")/lib.sh" "$1"
-need qemu-io tshark
+requires qemu-io tshark
 
 tgt_start
 tgt_target 1 iqn.2026-11.test:disk
 tgt_lun 1 1 64M
 nbd_start -v -- iscsi://127.0.0.1:$TGT_PORT/iqn.2026-11.test:disk
 
-WORK=$(mktemp -d /tmp/iser-fua.XXXXXX)
+temp_dir WORK fua
 . "$NBD_LIB_DIR/../harness/capture.sh"
-trap 'capture_stop; rm -rf "$WORK"; nbd_cleanup' EXIT
 
 capture_start "$TGT_PORT" "$WORK"
 # Three steps, each completed before the next: FUA write at LBA 2048, plain write at LBA 4096,

@@ -5,7 +5,7 @@
 # disk LUN).
 set -euo pipefail
 . "$(dirname "$0")/lib.sh" "$1"
-need nbdinfo
+requires nbdinfo
 
 tgt_start
 tgt_target 1 iqn.2026-11.test:disk

@@ -5,11 +5,9 @@
 # nbdcopy round-trips a random image (compared with tgtd's backing file) and fio verifies random
 # writes over 2 connections.
 set -euo pipefail
-if [ "${ISER_TEST_NETNS:-}" != 1 ]; then
-  exec timeout 240 "$(dirname "$0")/../harness/iser-netns" "$2" bash "$0" "$@"
-fi
 . "$(dirname "$0")/lib.sh" "$1"
-need tgtd tgtadm nbdinfo nbdcopy fio cmp
+tgt_in_iser_netns "$2" 240 "$@"
+requires nbdinfo nbdcopy fio cmp
 
 IQN=iqn.2026-11.test:iser
 export TGT_LLD=iser TGT_ISER_INITIATOR=iqn.2026-11.test:nbdkit
@@ -18,8 +16,7 @@ tgt_target 1 "$IQN"
 tgt_lun 1 1 32M
 
 nbd_start -v -D iser.verbose=1 -- "iser://127.0.0.1:3260/$IQN/1" initiator="$TGT_ISER_INITIATOR"
-WORK=$(mktemp -d /tmp/iser-rdma.XXXXXX)
-trap 'rm -rf "$WORK"; nbd_cleanup' EXIT
+temp_dir WORK rdma
 
 [ "$(timeout 30 nbdinfo --size "$(nbd_uri)")" = 33554432 ] || fail "size over iSER"
 head -c 32M /dev/urandom >"$WORK/image"

@@ -1,11 +1,12 @@
 # lib.sh: what every nbdkit plugin test shares (bash library, sourced after set -euo pipefail).
 #
-#   . tests/nbdkit/lib.sh PLUGIN_SO   # also sources tests/harness/tgt.sh
-#   need nbdinfo nbdcopy              # fail loudly if a tool is missing
+#   . tests/nbdkit/lib.sh PLUGIN_SO   # also sources tests/harness/tgt.sh (and functions.sh)
+#   requires nbdinfo nbdcopy          # fail loudly if a tool is missing
 #   tgt_start; tgt_target 1 IQN; tgt_lun 1 1 64M
 #   nbd_start iscsi://127.0.0.1:$TGT_PORT/IQN [params...]   # nbdkit serving on $NBD_SOCK
 #   nbdinfo "$(nbd_uri 1)"            # export "1" (LUN 1)
-#   nbd_stop                          # also run on exit
+#   nbd_stop                          # also on the cleanup stack, before tgtd's; shows the
+#                                     # end of nbdkit's log there when the test failed
 #
 # A plugin built with -DISER_SANITIZE=ON needs libasan loaded before anything else, which an
 # uninstrumented nbdkit does not do: nbdkit (and only nbdkit) then runs with libasan preloaded.
@@ -19,37 +20,13 @@ NBD_PLUGIN=$1
 NBD_LIB_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 . "$NBD_LIB_DIR/../harness/tgt.sh"
 
-fail() {
-  echo "FAIL: $*" >&2
-  if [ -n "${NBD_DIR:-}" ] && [ -s "$NBD_DIR/log" ]; then
-    echo "--- nbdkit log (last 40 lines) ---" >&2
-    tail -40 "$NBD_DIR/log" >&2
-  fi
-  exit 1
-}
-
-need() {
-  local tool
-  for tool in "$@"; do
-    command -v "$tool" >/dev/null || fail "$tool is not installed (see tests/nbdkit/CMakeLists.txt)"
-  done
-}
-
-need nbdkit
+requires nbdkit
 [ -f "$NBD_PLUGIN" ] || fail "no plugin at $NBD_PLUGIN"
 
 NBD_ENV=()
 if readelf -d "$NBD_PLUGIN" | grep -q 'NEEDED.*libasan'; then
   NBD_ENV=(LD_PRELOAD="$(gcc -print-file-name=libasan.so)" ASAN_OPTIONS=detect_leaks=0)
 fi
-
-# The tgtd fixture's EXIT trap is replaced by one that stops nbdkit first, then tgtd.
-nbd_cleanup() {
-  local st=$?
-  nbd_stop || st=1
-  tgt_stop
-  exit $st
-}
 
 # nbd_fails PATTERN ARGS...: nbdkit with the plugin and ARGS must exit non-zero at start-up,
 # printing an error that matches the extended regex PATTERN.
@@ -77,19 +54,14 @@ nbd_start() {
     done
     shift
   fi
-  NBD_DIR=$(mktemp -d /tmp/iser-nbdkit.XXXXXX)
+  temp_dir NBD_DIR nbdkit
   NBD_SOCK=$NBD_DIR/sock
-  trap nbd_cleanup EXIT
   env "${NBD_ENV[@]}" timeout 600 nbdkit -f -U "$NBD_SOCK" -P "$NBD_DIR/pid" "${opts[@]}" \
     "$NBD_PLUGIN" "$@" 2>"$NBD_DIR/log" &
   NBD_PID=$!
-  local i
-  for i in $(seq 1 600); do
-    [ -s "$NBD_DIR/pid" ] && return 0
-    kill -0 "$NBD_PID" 2>/dev/null || fail "nbdkit exited: $(cat "$NBD_DIR/log")"
-    sleep 0.05
-  done
-  fail "nbdkit did not become ready: $(cat "$NBD_DIR/log")"
+  cleanup_push nbd_stop
+  wait_for --pid "$NBD_PID" 30 test -s "$NBD_DIR/pid" ||
+    fail "nbdkit did not become ready: $(cat "$NBD_DIR/log")"
 }
 
 nbd_uri() { echo "nbd+unix:///${1:-}?socket=$NBD_SOCK"; }
@@ -99,24 +71,22 @@ nbd_stop() {
   # NBD_PID is the timeout(1) wrapper; the pid file names nbdkit itself, which is what must go
   # (under ASan it may hang in exit, see above, and then only SIGKILL ends it).
   # timeout(1) exits, and is reaped here, once nbdkit has.
-  local server i
+  local server
   server=$(cat "$NBD_DIR/pid" 2>/dev/null || echo "$NBD_PID")
   kill "$server" 2>/dev/null || true
-  for i in $(seq 1 100); do
-    kill -0 "$NBD_PID" 2>/dev/null || break
-    sleep 0.1
-  done
+  wait_for 10 exited "$NBD_PID" || true
   kill -9 "$server" 2>/dev/null || true
   wait "$NBD_PID" 2>/dev/null || true
   NBD_PID=
-  local st=0
   if grep -q 'ERROR: AddressSanitizer\|runtime error:' "$NBD_DIR/log"; then
     cat "$NBD_DIR/log" >&2
     echo "FAIL: sanitizer report from nbdkit" >&2
-    st=1
+    return 1
   fi
-  rm -rf "$NBD_DIR"
-  return $st
+  if [ "${CLEANUP_STATUS:-0}" -ne 0 ] && [ -s "$NBD_DIR/log" ]; then
+    echo "--- nbdkit log (last 40 lines) ---" >&2
+    tail -40 "$NBD_DIR/log" >&2
+  fi
 }
 
 # expect_info INFO KEY VALUE: nbdinfo's text output INFO says "KEY: VALUE" (first match).

@@ -5,15 +5,14 @@
 # partial blocks at its ends alone.
 set -euo pipefail
 . "$(dirname "$0")/lib.sh" "$1"
-need nbdinfo nbdcopy qemu-io cmp
+requires nbdinfo nbdcopy qemu-io cmp
 
 tgt_start
 tgt_target 1 iqn.2026-11.test:disk
 tgt_lun 1 1 32M --blocksize=4096 --params thin_provisioning=1
 nbd_start iscsi://127.0.0.1:$TGT_PORT/iqn.2026-11.test:disk/1
 
-WORK=$(mktemp -d /tmp/iser-map.XXXXXX)
-trap 'rm -rf "$WORK"; nbd_cleanup' EXIT
+temp_dir WORK map
 URI=$(nbd_uri)
 
 map() { timeout 30 nbdinfo --map "$URI" | awk '{print $1, $2, $4}' | tr '\n' ' '; }

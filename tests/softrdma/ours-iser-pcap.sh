@@ -9,7 +9,7 @@ CLI=$1
 here=$(cd "$(dirname "$0")" && pwd)
 . "$here/tgt-lib.sh"
 . "$here/pcap-lib.sh"
-need tshark
+requires tshark
 export SOFTRDMA_PCAP=$WORK/iser.pcap
 start_tgtd 16
 URL="iser://127.0.0.1:3260/$IQN/1"
@@ -17,10 +17,10 @@ timeout 30 "$SOFTRDMA_RUN" "$CLI" -i "$INITIATOR" ls "$URL"
 out=$(timeout 30 "$SOFTRDMA_RUN" "$CLI" -i "$INITIATOR" bench "$URL" --rw randrw --bs 64k --qd 4 \
   --time 0.1 --verify --no-progress)
 echo "$out"
-grep -q "checked, 0 bad" <<<"$out" || { echo "FAIL: bench --verify found bad data"; exit 1; }
+grep -q "checked, 0 bad" <<<"$out" || fail "bench --verify found bad data"
 decode_pcap "$SOFTRDMA_PCAP"
 [ "$(grep -c "CM: ConnectRequest" "$WORK/summary")" = 2 ] ||
-  { echo "FAIL: expected the two sessions' ConnectRequests"; exit 1; }
+  fail "expected the two sessions' ConnectRequests"
 expect_summary "CM: ConnectReply" "CM: ReadyToUse" "CM: DisconnectRequest" "CM: DisconnectReply" \
   "RC RDMA Write First" "RC RDMA Write Last" "RC RDMA Read Request" "RC RDMA Read Response First" \
   "RC RDMA Read Response Last" "RC Acknowledge"

@@ -1,4 +1,5 @@
-# Checks of a SOFTRDMA_PCAP capture with tshark, sourced by the *-pcap.sh tests after tgt-lib.sh.
+# Checks of a SOFTRDMA_PCAP capture with tshark, sourced by the *-pcap.sh tests after tgt-lib.sh
+# (which gives $WORK and functions.sh).
 # No preference and no disabled protocol: Wireshark follows each connection from the CM MADs.
 
 # decode_pcap FILE: writes $WORK/summary (one line per frame) and $WORK/detail (tshark -V of the
@@ -8,32 +9,30 @@ decode_pcap() {
   timeout 60 tshark -r "$1" -Y iser -V >"$WORK/detail" 2>/dev/null
   head -12 "$WORK/summary"
   echo "$(wc -l <"$WORK/summary") frames, $(stat -c %s "$1") bytes"
-  [ "$(wc -l <"$WORK/summary")" -gt 10 ] || { echo "FAIL: capture holds too few frames"; exit 1; }
+  [ "$(wc -l <"$WORK/summary")" -gt 10 ] || fail "capture holds too few frames"
   if grep -qi "malformed" "$WORK/summary"; then
     grep -i malformed "$WORK/summary" | head
-    echo "FAIL: malformed frames in the capture"
-    exit 1
+    fail "malformed frames in the capture"
   fi
   # Every RC SEND Only belongs to an iSER connection Wireshark learnt from its CM exchange.
   local stray
   stray=$(timeout 60 tshark -r "$1" -Y "infiniband.bth.opcode == 4 && !iser" 2>/dev/null)
   if [ -n "$stray" ]; then
     head <<<"$stray"
-    echo "FAIL: RC SENDs not decoded as iSER"
-    exit 1
+    fail "RC SENDs not decoded as iSER"
   fi
 }
 
 # expect_summary TEXT...: each TEXT is in some frame's summary line.
 expect_summary() {
   for what in "$@"; do
-    grep -qF "$what" "$WORK/summary" || { echo "FAIL: tshark shows no \"$what\""; exit 1; }
+    grep -qF "$what" "$WORK/summary" || fail "tshark shows no \"$what\""
   done
 }
 
 # expect_detail LINE...: each LINE is a whole line of the -V decode (a protocol's subtree title).
 expect_detail() {
   for what in "$@"; do
-    grep -qxF "$what" "$WORK/detail" || { echo "FAIL: tshark -V shows no \"$what\""; exit 1; }
+    grep -qxF "$what" "$WORK/detail" || fail "tshark -V shows no \"$what\""
   done
 }

@@ -2,16 +2,13 @@
 # rping server and client (1000 verified pings) between two processes over softrdma.
 set -eu
 . "$(dirname "$0")/wait-listener.sh"
-for p in rping timeout; do
-  command -v $p >/dev/null || { echo "FAIL: required program $p is missing"; exit 1; }
-done
+requires rping timeout
 export SOFTRDMA_NAMESPACE=rping-$$
-log=$(mktemp -d)
-server=
-# SIGTERM to timeout(1) is passed on to the server it runs (SIGKILL would orphan the server).
-trap 'kill -TERM $server 2>/dev/null || true; rm -rf "$log"' EXIT
+temp_dir log rping
 timeout 60 "$SOFTRDMA_RUN" rping -s -a 127.0.0.1 -p 7174 -C 1000 -V >"$log/server" 2>&1 &
 server=$!
+# SIGTERM to timeout(1) is passed on to the server it runs (SIGKILL would orphan the server).
+cleanup_push "kill -TERM $server 2>/dev/null || true"
 wait_listener "$SOFTRDMA_NAMESPACE" 7174
 # rping 44 never joins its CM event thread: once the pings are done its main thread disconnects,
 # destroys the id and closes the event channel, while that thread, woken by the DISCONNECTED
@@ -27,8 +24,7 @@ checked_exit() {
     return 0
   fi
   cat "$log/$role"
-  echo "FAIL: rping $role failed (exit $rc)"
-  exit 1
+  fail "rping $role failed (exit $rc)"
 }
 rc=0
 timeout 60 "$SOFTRDMA_RUN" rping -c -a 127.0.0.1 -p 7174 -C 1000 -v -V >"$log/client" 2>&1 || rc=$?
@@ -39,6 +35,6 @@ checked_exit server $rc
 # stderr lines may land inside stdout's buffered lines: count the distinct verified pings.
 n=$(grep -o "rdma-ping-[0-9]*:" "$log/client" | sort -u | wc -l)
 tail -2 "$log/client"
-[ "$n" = 1000 ] || { echo "FAIL: $n of 1000 pings verified"; exit 1; }
-grep -q "data mismatch\|error" "$log/client" "$log/server" && { echo "FAIL: rping reported errors"; exit 1; }
+[ "$n" = 1000 ] || fail "$n of 1000 pings verified"
+grep -q "data mismatch\|error" "$log/client" "$log/server" && fail "rping reported errors"
 echo PASS

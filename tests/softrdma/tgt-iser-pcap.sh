@@ -5,7 +5,7 @@
 set -eu
 . "$(dirname "$0")/tgt-lib.sh"
 . "$(dirname "$0")/pcap-lib.sh"
-need iscsi-inq iscsi-readcapacity16 tshark
+requires iscsi-inq iscsi-readcapacity16 tshark
 export SOFTRDMA_PCAP=$WORK/iser.pcap
 start_tgtd 16
 URL="iser://127.0.0.1:3260/$IQN/1"

@@ -7,7 +7,7 @@ set -eu
 TGT_LIB_TIMEOUT=150
 VERIFY=$1
 . "$(dirname "$0")/tgt-lib.sh"
-[ -x "$VERIFY" ] || { echo "FAIL: $VERIFY is missing"; exit 1; }
+[ -x "$VERIFY" ] || fail "$VERIFY is missing"
 start_tgtd 32 2
 URL="iser://127.0.0.1:3260/$IQN"
 
@@ -17,8 +17,8 @@ timeout 60 "$SOFTRDMA_RUN" "$VERIFY" "$INITIATOR" "$URL/1" "$(lun_file 1)" 100 2
 a=$!
 timeout 60 "$SOFTRDMA_RUN" "$VERIFY" "$INITIATOR" "$URL/2" "$(lun_file 2)" 100 3 &
 b=$!
-wait $a || { echo "FAIL: session on LUN 1"; exit 1; }
-wait $b || { echo "FAIL: session on LUN 2"; exit 1; }
+wait $a || fail "session on LUN 1"
+wait $b || fail "session on LUN 2"
 
 fds() { ls /proc/"$TGT_PID"/fd | wc -l; }
 before=$(fds)
@@ -27,11 +27,11 @@ for i in $(seq 20); do
 done
 # tgtd frees a connection at TIMEWAIT_EXIT, which softrdma reports half a second after the
 # disconnect, as RoCE does: give the last ones time to go.
-for _ in $(seq 50); do
+fds_back() {
   after=$(fds)
-  [ "$after" -le "$before" ] && break
-  sleep 0.2
-done
+  [ "$after" -le "$before" ]
+}
+wait_for 10 fds_back || true
 echo "tgtd open fds: $before before 20 sessions, $after after"
-[ "$after" -le "$before" ] || { echo "FAIL: tgtd leaks fds ($before -> $after)"; exit 1; }
+[ "$after" -le "$before" ] || fail "tgtd leaks fds ($before -> $after)"
 echo PASS

@@ -7,22 +7,15 @@
 set -eu
 CLI=$1
 . "$(dirname "$0")/tgt-lib.sh"  # runs the rest in a network namespace of its own: host A
-need nsenter unshare
-[ -x "$CLI" ] || { echo "FAIL: $CLI is missing"; exit 1; }
+requires nsenter unshare
+[ -x "$CLI" ] || fail "$CLI is missing"
 
 # Host B's network namespace lives as long as this placeholder (which holds no test output).
 unshare -n sleep 150 >/dev/null 2>&1 &
 HOST_B=$!
-stop_all() {
-  kill "$HOST_B" 2>/dev/null || true
-  tgt_stop
-  rm -rf "$WORK"
-}
-trap stop_all EXIT
-for _ in $(seq 50); do
-  [ "$(readlink /proc/$HOST_B/ns/net)" != "$(readlink /proc/self/ns/net)" ] && break
-  sleep 0.1
-done
+cleanup_push "kill $HOST_B 2>/dev/null || true"
+host_b_apart() { [ "$(readlink /proc/$HOST_B/ns/net)" != "$(readlink /proc/self/ns/net)" ]; }
+wait_for 5 host_b_apart || fail "host B's network namespace did not appear"
 on_b() { nsenter -t "$HOST_B" -n "$@"; }
 ip link add veth-a type veth peer name veth-b netns "$HOST_B"
 ip addr add 10.91.0.1/24 dev veth-a
@@ -33,19 +26,18 @@ on_b ip link set veth-b up
 
 export TGT_ADDR=10.91.0.1
 start_tgtd 64
-trap stop_all EXIT
 
 out=$(on_b timeout 20 "$SOFTRDMA_RUN" "$CLI" -i "$INITIATOR" discover -p 10.91.0.1 2>&1) ||
-  { echo "$out"; echo "FAIL: discovery from host B"; exit 1; }
+  { echo "$out"; fail "discovery from host B"; }
 echo "$out"
-grep -q "^10.91.0.1:3260,1 $IQN\$" <<<"$out" || { echo "FAIL: discovery from host B"; exit 1; }
+grep -q "^10.91.0.1:3260,1 $IQN\$" <<<"$out" || fail "discovery from host B"
 URL="iser://10.91.0.1/$IQN/1"
 out=$(on_b timeout 20 "$SOFTRDMA_RUN" "$CLI" -i "$INITIATOR" ls "$URL" 2>&1) ||
-  { echo "$out"; echo "FAIL: ls over iSER from host B"; exit 1; }
+  { echo "$out"; fail "ls over iSER from host B"; }
 echo "$out"
-grep -q "67108864\|64 MiB\|64.0 MiB" <<<"$out" || { echo "FAIL: ls over iSER from host B"; exit 1; }
+grep -q "67108864\|64 MiB\|64.0 MiB" <<<"$out" || fail "ls over iSER from host B"
 on_b timeout 60 "$SOFTRDMA_RUN" "$CLI" -i "$INITIATOR" bench "$URL" --rw randwrite --bs 64k \
-  --qd 8 --time 1 --verify || { echo "FAIL: verified bench over iSER from host B"; exit 1; }
+  --qd 8 --time 1 --verify || fail "verified bench over iSER from host B"
 # The RDMA connection went through TCP: tgtd's TCP listener for RDMA CM port 3260.
-ss -ltn | grep -q ":23260 " || { echo "FAIL: no softrdma TCP listener on host A"; exit 1; }
+ss -ltn | grep -q ":23260 " || fail "no softrdma TCP listener on host A"
 echo PASS
