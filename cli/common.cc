@@ -5,7 +5,6 @@
 
 #include <cstdio>
 #include <fstream>
-#include <sstream>
 
 #include "initiator/base/log.h"
 
@@ -135,70 +134,6 @@ Result<IscsiUrl> ParseUrlOrPortal(const std::string& text) {
   IscsiUrl url;
   url.portal = *portal;
   return url;
-}
-
-std::string HumanBytes(uint64_t bytes) {
-  static const char* const kUnits[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB"};
-  double v = static_cast<double>(bytes);
-  int u = 0;
-  while (v >= 1024 && u < 5) {
-    v /= 1024;
-    ++u;
-  }
-  char buf[32];
-  snprintf(buf, sizeof buf, u == 0 ? "%.0f %s" : "%.1f %s", v, kUnits[u]);
-  return buf;
-}
-
-Result<uint64_t> ParseSize(const std::string& text) {
-  size_t pos = 0;
-  uint64_t n = 0;
-  try {
-    n = std::stoull(text, &pos, 10);
-  } catch (...) {
-    return Status::InvalidArgument("bad size '" + text + "'");
-  }
-  std::string unit = text.substr(pos);
-  for (char& c : unit) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  uint64_t mult = 1;
-  if (unit.empty() || unit == "b") {
-    mult = 1;
-  } else if (unit == "k" || unit == "kib" || unit == "kb") {
-    mult = 1ull << 10;
-  } else if (unit == "m" || unit == "mib" || unit == "mb") {
-    mult = 1ull << 20;
-  } else if (unit == "g" || unit == "gib" || unit == "gb") {
-    mult = 1ull << 30;
-  } else {
-    return Status::InvalidArgument("bad size unit in '" + text + "' (use k, m or g)");
-  }
-  return n * mult;
-}
-
-std::string JsonEscape(const std::string& s) {
-  std::string out;
-  for (char c : s) {
-    switch (c) {
-      case '"':
-        out += "\\\"";
-        break;
-      case '\\':
-        out += "\\\\";
-        break;
-      case '\n':
-        out += "\\n";
-        break;
-      default:
-        if (static_cast<unsigned char>(c) < 0x20) {
-          char b[8];
-          snprintf(b, sizeof b, "\\u%04x", c);
-          out += b;
-        } else {
-          out += c;
-        }
-    }
-  }
-  return out;
 }
 
 }  // namespace iser::cli

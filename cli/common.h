@@ -47,11 +47,6 @@ Result<ConnectOptions> MakeConnectOptions(const GlobalOptions& g);
 // Accepts a URL (iscsi://, iser://) or a bare portal "HOST[:PORT]".
 Result<IscsiUrl> ParseUrlOrPortal(const std::string& text);
 
-std::string HumanBytes(uint64_t bytes);  // "64.0 MiB"
-// Parses "4k", "512K", "1M", "1MiB", "4096".
-Result<uint64_t> ParseSize(const std::string& text);
-std::string JsonEscape(const std::string& s);
-
 // Prints "iser-connect: <message>" to stderr and returns the exit code for it.
 int Fail(const Status& status);
 

@@ -3,6 +3,7 @@
 
 #include <cstdio>
 
+#include "cli/json_output.h"
 #include "discovery/discovery.h"
 
 namespace iser::cli {
@@ -37,18 +38,7 @@ void AddDiscoverCommand(CLI::App& app, GlobalOptions& g) {
     Result<std::vector<DiscoveredTarget>> targets = Discover(*url, *c);
     if (!targets.ok()) throw CLI::RuntimeError(Fail(targets.status()));
     if (args->json) {
-      std::printf("[");
-      for (size_t i = 0; i < targets->size(); ++i) {
-        const DiscoveredTarget& t = (*targets)[i];
-        std::printf("%s{\"target\":\"%s\",\"portals\":[", i ? "," : "", JsonEscape(t.name).c_str());
-        for (size_t j = 0; j < t.portals.size(); ++j) {
-          const TargetPortal& p = t.portals[j];
-          std::printf("%s{\"address\":\"%s\",\"port\":%u,\"tpgt\":%u}", j ? "," : "",
-                      JsonEscape(p.portal.host).c_str(), p.portal.port, p.tpgt);
-        }
-        std::printf("]}");
-      }
-      std::printf("]\n");
+      std::printf("%s\n", DumpJson(DiscoveryJson(*targets)).c_str());
     } else {
       for (const DiscoveredTarget& t : *targets) {
         for (const TargetPortal& p : t.portals) {

@@ -2,18 +2,14 @@
 #include <cstdio>
 
 #include "cli/commands.h"
+#include "cli/json_output.h"
+#include "cli/listing.h"
+#include "cli/size.h"
 #include "initiator/block/lun_info.h"
 
 namespace iser::cli {
 
 namespace {
-
-struct TargetListing {
-  std::string name;
-  TargetPortal portal;
-  Status status;  // login or REPORT LUNS failure
-  std::vector<LunInfo> luns;
-};
 
 std::string Provisioning(const LunInfo& l) {
   if (!l.thin) return "full";
@@ -48,45 +44,6 @@ void PrintText(const std::vector<TargetListing>& listing) {
       }
     }
   }
-}
-
-void PrintJson(const std::vector<TargetListing>& listing) {
-  std::printf("[");
-  for (size_t i = 0; i < listing.size(); ++i) {
-    const TargetListing& t = listing[i];
-    std::printf("%s{\"target\":\"%s\",\"address\":\"%s\",\"port\":%u,\"tpgt\":%u", i ? "," : "",
-                JsonEscape(t.name).c_str(), JsonEscape(t.portal.portal.host).c_str(),
-                t.portal.portal.port, t.portal.tpgt);
-    if (!t.status.ok()) {
-      std::printf(",\"error\":\"%s\"}", JsonEscape(t.status.ToString()).c_str());
-      continue;
-    }
-    std::printf(",\"luns\":[");
-    for (size_t j = 0; j < t.luns.size(); ++j) {
-      const LunInfo& l = t.luns[j];
-      std::printf(
-          "%s{\"lun\":%llu,\"type\":\"%s\",\"vendor\":\"%s\",\"product\":\"%s\","
-          "\"revision\":\"%s\",\"serial\":\"%s\",\"id\":\"%s\"",
-          j ? "," : "", static_cast<unsigned long long>(l.lun), l.device_type_name.c_str(),
-          JsonEscape(l.vendor).c_str(), JsonEscape(l.product).c_str(),
-          JsonEscape(l.revision).c_str(), JsonEscape(l.serial).c_str(),
-          JsonEscape(l.identifier).c_str());
-      if (l.is_disk) {
-        std::printf(
-            ",\"size\":%llu,\"logical_block_size\":%u,\"physical_block_size\":%u,"
-            "\"max_transfer\":%u,\"thin\":%s,\"lbprz\":%s,\"unmap\":%s,"
-            "\"write_cache\":%s,\"fua\":%s,\"read_only\":%s,\"rotational\":%s",
-            static_cast<unsigned long long>(l.size_bytes), l.logical_block_size,
-            l.physical_block_size, l.max_transfer_bytes, l.thin ? "true" : "false",
-            l.unmapped_reads_zero ? "true" : "false", l.unmap ? "true" : "false",
-            l.write_cache ? "true" : "false", l.fua ? "true" : "false",
-            l.read_only ? "true" : "false", l.rotational ? "true" : "false");
-      }
-      std::printf("}");
-    }
-    std::printf("]}");
-  }
-  std::printf("]\n");
 }
 
 TargetListing ListTarget(const IscsiUrl& base, const ConnectOptions& c, const std::string& name,
@@ -158,7 +115,7 @@ void AddLsCommand(CLI::App& app, GlobalOptions& g) {
       }
     }
     if (args->json) {
-      PrintJson(listing);
+      std::printf("%s\n", DumpJson(ListingJson(listing)).c_str());
     } else {
       PrintText(listing);
     }

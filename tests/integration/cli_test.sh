@@ -46,6 +46,38 @@ out=$(timeout 60 "$cli" bench "iscsi://$portal/$iqn/2" --rw read --bs 512k --qd 
 echo "$out"
 check "bench read --verify on the 4 KiB LUN" grep -q "0 bad" <<<"$out"
 
+out=$(timeout 60 "$cli" bench "iscsi://$portal/$iqn/1" --rw randrw --bs 4k --qd 32 --time 2 --verify --json)
+echo "$out"
+check "bench randrw --verify: reads during the run and the read-back of the whole range are good" \
+  python3 -c '
+import json,sys; d=json.loads(sys.argv[1])
+assert d["read_ios"]>0 and d["write_ios"]>0 and d["bad_units"]==0
+assert d["verified_units"]>=33554432//512, d["verified_units"]' "$out"
+out=$(timeout 60 "$cli" bench "iscsi://$portal/$iqn/1" --rw randrw --bs 4k --qd 16 --size 64k --time 2 --verify --json)
+echo "$out"
+check "bench randrw --verify with as many I/Os in flight as blocks" python3 -c '
+import json,sys; d=json.loads(sys.argv[1]); assert d["ios"]>100 and d["bad_units"]==0' "$out"
+expect_exit 7 "fewer than --qd 16" "$cli" bench "iscsi://$portal/$iqn/1" --qd 16 --size 60k --verify --time 1
+
+# Bad sizes are invalid arguments (7) found before connecting: the same command with good
+# options fails to connect to the closed port (5).
+unused="iscsi://127.0.0.1:$(tgt_free_port)/$iqn/1"
+expect_exit 5 "refused" "$cli" bench "$unused" --bs 4k --size 1m --time 1
+expect_exit 7 "size '-1': not a size" "$cli" bench "$unused" --size -1
+expect_exit 7 "size '17179869184g': too large" "$cli" bench "$unused" --size 17179869184g
+expect_exit 7 "size '18446744073709551616': too large" "$cli" bench "$unused" --size 18446744073709551616
+expect_exit 7 "size '': empty" "$cli" bench "$unused" --size ""
+expect_exit 7 "size '0': must be at least 4.0 KiB" "$cli" bench "$unused" --size 0
+expect_exit 7 "size '1k': must be at least 4.0 KiB" "$cli" bench "$unused" --size 1k
+expect_exit 7 "size '4z': unknown unit" "$cli" bench "$unused" --size 4z
+expect_exit 7 "bs '0': must be between 1 B and 64.0 MiB" "$cli" bench "$unused" --bs 0
+expect_exit 7 "bs '128m': must be between" "$cli" bench "$unused" --bs 128m
+expect_exit 7 "bs '-512': not a size" "$cli" bench "$unused" --bs -512
+expect_exit 7 "bs '4k4': unknown unit" "$cli" bench "$unused" --bs 4k4
+expect_exit 7 "bs '1000': --verify needs a multiple of 512" "$cli" bench "$unused" --bs 1000 --verify
+expect_exit 7 "qd: Value -1 not in range" "$cli" bench "$unused" --qd -1
+expect_exit 7 "size '17179869184g': too large" "$cli" bench "iscsi://$portal/$iqn/1" --size 17179869184g
+
 LIBISCSI_CHAP_PASSWORD=alice-secret-1 check "CHAP login with the password from the environment" \
   timeout 30 "$cli" ls "iscsi://alice@$portal/$iqn-chap/1?auth=md5"
 export LIBISCSI_CHAP_PASSWORD=wrong-secret-1

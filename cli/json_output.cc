@@ -1,0 +1,64 @@
+#include "cli/json_output.h"
+
+namespace iser::cli {
+
+std::string DumpJson(const Json& document) {
+  return document.dump(-1, ' ', false, Json::error_handler_t::replace);
+}
+
+Json DiscoveryJson(const std::vector<DiscoveredTarget>& targets) {
+  Json out = Json::array();
+  for (const DiscoveredTarget& t : targets) {
+    Json portals = Json::array();
+    for (const TargetPortal& p : t.portals) {
+      portals.push_back({{"address", p.portal.host}, {"port", p.portal.port}, {"tpgt", p.tpgt}});
+    }
+    out.push_back({{"target", t.name}, {"portals", std::move(portals)}});
+  }
+  return out;
+}
+
+namespace {
+
+Json LunJson(const LunInfo& l) {
+  Json lun = {{"lun", l.lun},         {"type", l.device_type_name}, {"vendor", l.vendor},
+              {"product", l.product}, {"revision", l.revision},     {"serial", l.serial},
+              {"id", l.identifier}};
+  if (l.is_disk) {
+    lun["size"] = l.size_bytes;
+    lun["logical_block_size"] = l.logical_block_size;
+    lun["physical_block_size"] = l.physical_block_size;
+    lun["max_transfer"] = l.max_transfer_bytes;
+    lun["thin"] = l.thin;
+    lun["lbprz"] = l.unmapped_reads_zero;
+    lun["unmap"] = l.unmap;
+    lun["write_cache"] = l.write_cache;
+    lun["fua"] = l.fua;
+    lun["read_only"] = l.read_only;
+    lun["rotational"] = l.rotational;
+  }
+  return lun;
+}
+
+}  // namespace
+
+Json ListingJson(const std::vector<TargetListing>& listing) {
+  Json out = Json::array();
+  for (const TargetListing& t : listing) {
+    Json target = {{"target", t.name},
+                   {"address", t.portal.portal.host},
+                   {"port", t.portal.portal.port},
+                   {"tpgt", t.portal.tpgt}};
+    if (!t.status.ok()) {
+      target["error"] = t.status.ToString();
+    } else {
+      Json luns = Json::array();
+      for (const LunInfo& l : t.luns) luns.push_back(LunJson(l));
+      target["luns"] = std::move(luns);
+    }
+    out.push_back(std::move(target));
+  }
+  return out;
+}
+
+}  // namespace iser::cli

@@ -1,0 +1,33 @@
+// The JSON documents iser-connect prints with --json, and the one way they are written out.
+//
+// Objects keep their keys in the order they are set (ordered_json), so the output reads like
+// the text form. Strings come from the network (target names, INQUIRY fields) or the system
+// (thread names) and may hold bytes that are not UTF-8: DumpJson replaces every invalid byte
+// sequence with U+FFFD, so the output is always valid JSON and valid UTF-8.
+#pragma once
+
+#include <nlohmann/json.hpp>
+
+#include <string>
+#include <vector>
+
+#include "cli/listing.h"
+#include "discovery/sendtargets.h"
+
+namespace iser::cli {
+
+using Json = nlohmann::ordered_json;
+
+// One line, no spaces, no trailing newline.
+std::string DumpJson(const Json& document);
+
+// discover --json: [{"target", "portals": [{"address", "port", "tpgt"}]}]
+Json DiscoveryJson(const std::vector<DiscoveredTarget>& targets);
+
+// ls --json: [{"target", "address", "port", "tpgt", then "error" or "luns": [{"lun", "type",
+// "vendor", "product", "revision", "serial", "id", and for disks "size", "logical_block_size",
+// "physical_block_size", "max_transfer", "thin", "lbprz", "unmap", "write_cache", "fua",
+// "read_only", "rotational"}]}]
+Json ListingJson(const std::vector<TargetListing>& listing);
+
+}  // namespace iser::cli
