@@ -39,13 +39,53 @@ int HexValue(char c) {
   return -1;
 }
 
-int Base64Value(char c) {
-  if (c >= 'A' && c <= 'Z') return c - 'A';
-  if (c >= 'a' && c <= 'z') return c - 'a' + 26;
-  if (c >= '0' && c <= '9') return c - '0' + 52;
-  if (c == '+') return 62;
-  if (c == '/') return 63;
-  return -1;
+constexpr std::string_view kBase64Alphabet =
+    "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+
+Result<std::vector<uint8_t>> DecodeHex(std::string_view body) {
+  std::vector<uint8_t> out;
+  size_t i = 0;
+  if (body.size() % 2 == 1) {
+    const int v = HexValue(body[0]);
+    if (v < 0) return Status::InvalidArgument("bad hex digit in CHAP value");
+    out.push_back(static_cast<uint8_t>(v));
+    i = 1;
+  }
+  for (; i < body.size(); i += 2) {
+    const int hi = HexValue(body[i]);
+    const int lo = HexValue(body[i + 1]);
+    if (hi < 0 || lo < 0) return Status::InvalidArgument("bad hex digit in CHAP value");
+    out.push_back(static_cast<uint8_t>(hi << 4 | lo));
+  }
+  return out;
+}
+
+// EVP_DecodeBlock checks the characters but not where '=' stands (it decodes a '=' in the middle
+// as zero bits), wants whole 4-character groups, and returns the padding as trailing zero bytes:
+// so the shape is checked here, missing padding restored, and the true length computed.
+Result<std::vector<uint8_t>> DecodeBase64(std::string_view body) {
+  const size_t data = body.find_first_not_of(kBase64Alphabet);
+  const size_t digits = data == std::string_view::npos ? body.size() : data;
+  const size_t pad = body.size() - digits;
+  if (const size_t bad = body.find_first_not_of('=', digits); bad != std::string_view::npos) {
+    return Status::InvalidArgument(
+        body[digits] == '=' ? std::string("bad base64 in CHAP value: '=' padding before the end")
+                            : "bad base64 in CHAP value: '" + std::string(1, body[bad]) +
+                                  "' is not a base64 character");
+  }
+  if (digits % 4 == 1 || pad > 2 || (pad > 0 && (digits + pad) % 4 != 0)) {
+    return Status::InvalidArgument("bad base64 in CHAP value: " + std::to_string(digits) +
+                                   " characters and " + std::to_string(pad) +
+                                   " '=' do not make whole groups of 4");
+  }
+  std::string padded(body.substr(0, digits));
+  padded.append((4 - digits % 4) % 4, '=');
+  std::vector<uint8_t> out(padded.size() / 4 * 3);
+  const int n = EVP_DecodeBlock(out.data(), reinterpret_cast<const unsigned char*>(padded.data()),
+                                static_cast<int>(padded.size()));
+  if (n < 0) return Status::InvalidArgument("bad base64 in CHAP value");
+  out.resize(digits * 6 / 8);
+  return out;
 }
 
 }  // namespace
@@ -109,46 +149,8 @@ Result<std::vector<uint8_t>> DecodeChapBinary(std::string_view text) {
     return Status::InvalidArgument("CHAP value must start with 0x (hex) or 0b (base64)");
   }
   const char form = static_cast<char>(std::tolower(static_cast<unsigned char>(text[1])));
-  const std::string_view body = text.substr(2);
-  std::vector<uint8_t> out;
-  if (form == 'x') {
-    // An odd digit count means a leading zero was left out.
-    size_t i = 0;
-    if (body.size() % 2 == 1) {
-      const int v = HexValue(body[0]);
-      if (v < 0) return Status::InvalidArgument("bad hex digit in CHAP value");
-      out.push_back(static_cast<uint8_t>(v));
-      i = 1;
-    }
-    for (; i < body.size(); i += 2) {
-      const int hi = HexValue(body[i]);
-      const int lo = HexValue(body[i + 1]);
-      if (hi < 0 || lo < 0) return Status::InvalidArgument("bad hex digit in CHAP value");
-      out.push_back(static_cast<uint8_t>(hi << 4 | lo));
-    }
-    return out;
-  }
-  if (form == 'b') {
-    uint32_t acc = 0;
-    int bits = 0;
-    size_t pad = 0;
-    for (char c : body) {
-      if (c == '=') {
-        ++pad;
-        continue;
-      }
-      const int v = Base64Value(c);
-      if (v < 0 || pad > 0) return Status::InvalidArgument("bad base64 in CHAP value");
-      acc = acc << 6 | static_cast<uint32_t>(v);
-      bits += 6;
-      if (bits >= 8) {
-        bits -= 8;
-        out.push_back(static_cast<uint8_t>(acc >> bits));
-      }
-    }
-    if (pad > 2 || out.empty()) return Status::InvalidArgument("bad base64 in CHAP value");
-    return out;
-  }
+  if (form == 'x') return DecodeHex(text.substr(2));
+  if (form == 'b') return DecodeBase64(text.substr(2));
   return Status::InvalidArgument("CHAP value must start with 0x (hex) or 0b (base64)");
 }
 

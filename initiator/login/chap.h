@@ -3,7 +3,7 @@
 // from OpenSSL's EVP interface.
 //
 // Response = H(identifier byte || secret || challenge). Binary values travel as "0x" + hex (we
-// send that) or "0b" + base64 (we accept both).
+// send that) or "0b" + base64 (we accept both; RFC 7143 §6.1).
 #pragma once
 
 #include <cstdint>
@@ -31,7 +31,8 @@ std::vector<uint8_t> ChapResponse(ChapAlgorithm a, uint8_t identifier,
                                   std::span<const uint8_t> secret,
                                   std::span<const uint8_t> challenge);
 
-// "0x..." (hex, either case) or "0b..." (base64). InvalidArgument on anything else or empty.
+// "0x..." (hex, either case; an odd digit count has its leading zero left out) or "0b..."
+// (base64, RFC 4648 alphabet, "=" padding optional). InvalidArgument on anything else or empty.
 Result<std::vector<uint8_t>> DecodeChapBinary(std::string_view text);
 std::string EncodeChapHex(std::span<const uint8_t> bytes);  // "0x" + lowercase hex
 
