@@ -114,16 +114,64 @@ Result<ChapAlgorithm> ParseChapAlgorithmName(std::string_view name) {
                                  "' (use md5, sha1, sha-256 or sha3-256)");
 }
 
+Result<std::vector<ChapAlgorithm>> ParseChapAlgorithmList(std::string_view list) {
+  std::vector<ChapAlgorithm> out;
+  while (true) {
+    const size_t comma = list.find(',');
+    const std::string_view name = list.substr(0, comma);
+    if (name.empty()) {
+      return Status::InvalidArgument("empty name in the CHAP algorithm list");
+    }
+    Result<ChapAlgorithm> a = ParseChapAlgorithmName(name);
+    if (!a.ok()) return a.status();
+    if (std::find(out.begin(), out.end(), *a) != out.end()) {
+      return Status::InvalidArgument("CHAP algorithm '" + std::string(name) + "' is listed twice");
+    }
+    out.push_back(*a);
+    if (comma == std::string_view::npos) return out;
+    list.remove_prefix(comma + 1);
+  }
+}
+
+std::string ChapAlgorithmOffer(std::span<const ChapAlgorithm> algorithms) {
+  std::string out;
+  for (ChapAlgorithm a : algorithms) {
+    if (!out.empty()) out += ",";
+    out += std::to_string(static_cast<int>(a));
+  }
+  return out;
+}
+
+std::string ChapFailureHint(std::span<const ChapAlgorithm> refused) {
+  if (refused.empty()) return "check the CHAP user name and secret";
+  auto is_refused = [&](ChapAlgorithm a) {
+    return std::find(refused.begin(), refused.end(), a) != refused.end();
+  };
+  std::string names;
+  for (ChapAlgorithm a : refused) {
+    names += (names.empty() ? "" : ", ") + std::string(ChapAlgorithmName(a));
+  }
+  std::string hint = "the target refused or could not verify " + names;
+  std::string others;
+  if (!is_refused(ChapAlgorithm::kMd5)) {
+    others = Lower(ChapAlgorithmName(ChapAlgorithm::kMd5));
+  } else {
+    // SHA-256 first: after MD5 it is the one targets implement most.
+    for (ChapAlgorithm a :
+         {ChapAlgorithm::kSha256, ChapAlgorithm::kSha3_256, ChapAlgorithm::kSha1}) {
+      if (!is_refused(a)) others += (others.empty() ? "" : ",") + Lower(ChapAlgorithmName(a));
+    }
+  }
+  if (others.empty()) return hint + ", and we implement no other CHAP algorithm";
+  return hint + ": try auth=" + others + " in the URL";
+}
+
 Result<ChapAlgorithm> ParseChapAlgorithmNumber(std::string_view number) {
   if (number == "5") return ChapAlgorithm::kMd5;
   if (number == "6") return ChapAlgorithm::kSha1;
   if (number == "7") return ChapAlgorithm::kSha256;
   if (number == "8") return ChapAlgorithm::kSha3_256;
   return Status::NotSupported("CHAP_A=" + std::string(number) + " is not an algorithm we know");
-}
-
-size_t ChapDigestLength(ChapAlgorithm a) {
-  return static_cast<size_t>(EVP_MD_size(Md(a)));
 }
 
 std::vector<uint8_t> ChapResponse(ChapAlgorithm a, uint8_t identifier,

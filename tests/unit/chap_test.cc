@@ -1,10 +1,11 @@
-// CHAP responses, algorithm names and binary value encodings.
+// CHAP responses, algorithm names, the CHAP_A offer, failure advice and binary value encodings.
 #include <gtest/gtest.h>
 #include <openssl/evp.h>
 
 #include <random>
 
 #include "initiator/login/chap.h"
+#include "initiator/login/login.h"
 
 namespace iser {
 namespace {
@@ -39,8 +40,78 @@ TEST(Chap, AlgorithmNamesAndNumbers) {
   EXPECT_EQ(*ParseChapAlgorithmNumber("5"), ChapAlgorithm::kMd5);
   EXPECT_EQ(*ParseChapAlgorithmNumber("8"), ChapAlgorithm::kSha3_256);
   EXPECT_EQ(ParseChapAlgorithmNumber("9").status().code(), StatusCode::kNotSupported);
-  EXPECT_EQ(ChapDigestLength(ChapAlgorithm::kMd5), 16u);
-  EXPECT_EQ(ChapDigestLength(ChapAlgorithm::kSha3_256), 32u);
+}
+
+TEST(Chap, TheDefaultOfferIsMd5Alone) {
+  EXPECT_EQ(ChapAlgorithmOffer(ChapCredentials{}.algorithms), "5");
+}
+
+TEST(Chap, AListIsOfferedInItsOrder) {
+  Result<std::vector<ChapAlgorithm>> list = ParseChapAlgorithmList("sha-256,md5");
+  ASSERT_TRUE(list.ok()) << list.status().ToString();
+  EXPECT_EQ(ChapAlgorithmOffer(*list), "7,5");
+  list = ParseChapAlgorithmList("MD5,sha3-256,SHA1,sha256");
+  ASSERT_TRUE(list.ok()) << list.status().ToString();
+  EXPECT_EQ(ChapAlgorithmOffer(*list), "5,8,6,7");
+  list = ParseChapAlgorithmList("sha1");
+  ASSERT_TRUE(list.ok()) << list.status().ToString();
+  EXPECT_EQ(ChapAlgorithmOffer(*list), "6");
+}
+
+TEST(Chap, BadListsNameTheCulprit) {
+  const Status twice = ParseChapAlgorithmList("md5,sha-256,MD5").status();
+  EXPECT_EQ(twice.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(twice.message().find("'MD5' is listed twice"), std::string::npos) << twice.message();
+  EXPECT_FALSE(ParseChapAlgorithmList("sha256,sha-256").ok()) << "two spellings of one algorithm";
+  const Status unknown = ParseChapAlgorithmList("md5,des").status();
+  EXPECT_NE(unknown.message().find("unknown CHAP algorithm 'des'"), std::string::npos)
+      << unknown.message();
+  for (const char* empty : {"", ",", "md5,", ",md5", "md5,,sha1"}) {
+    const Status st = ParseChapAlgorithmList(empty).status();
+    EXPECT_NE(st.message().find("empty name"), std::string::npos) << empty << ": " << st.message();
+  }
+}
+
+// The algorithms a hint tells the user to try: the list after "auth=", parsed as the URL would.
+std::vector<ChapAlgorithm> Suggested(const std::string& hint) {
+  const size_t at = hint.find("auth=");
+  if (at == std::string::npos) return {};
+  const size_t start = at + 5;
+  Result<std::vector<ChapAlgorithm>> list =
+      ParseChapAlgorithmList(hint.substr(start, hint.find(' ', start) - start));
+  EXPECT_TRUE(list.ok()) << hint;
+  return list.ok() ? *list : std::vector<ChapAlgorithm>{};
+}
+
+TEST(Chap, FailureHintNeverSuggestsARefusedAlgorithm) {
+  const std::vector<ChapAlgorithm> all = {ChapAlgorithm::kMd5, ChapAlgorithm::kSha1,
+                                          ChapAlgorithm::kSha256, ChapAlgorithm::kSha3_256};
+  for (unsigned mask = 1; mask < 16; ++mask) {
+    std::vector<ChapAlgorithm> refused;
+    for (size_t b = 0; b < all.size(); ++b) {
+      if (mask & 1u << b) refused.push_back(all[b]);
+    }
+    const std::string hint = ChapFailureHint(refused);
+    const std::vector<ChapAlgorithm> suggested = Suggested(hint);
+    for (ChapAlgorithm s : suggested) {
+      EXPECT_EQ(std::find(refused.begin(), refused.end(), s), refused.end())
+          << "mask " << mask << ": " << hint;
+    }
+    EXPECT_EQ(suggested.empty(), refused.size() == all.size()) << hint;
+    if (std::find(refused.begin(), refused.end(), ChapAlgorithm::kMd5) == refused.end()) {
+      EXPECT_EQ(suggested, std::vector<ChapAlgorithm>{ChapAlgorithm::kMd5}) << hint;
+    }
+    for (ChapAlgorithm r : refused) {
+      EXPECT_NE(hint.find(ChapAlgorithmName(r)), std::string::npos)
+          << "names what failed: " << hint;
+    }
+  }
+}
+
+TEST(Chap, FailureHintWithNothingRefusedPointsAtTheCredentials) {
+  const std::string hint = ChapFailureHint({});
+  EXPECT_NE(hint.find("user name and secret"), std::string::npos) << hint;
+  EXPECT_EQ(hint.find("auth="), std::string::npos) << hint;
 }
 
 TEST(Chap, DecodesHex) {
