@@ -162,15 +162,9 @@ Result<IscsiUrl> ParseIscsiUrl(std::string_view text) {
       if (!d.ok()) return bad(d.status().message());
       (name == "header_digest" ? url.header_digest : url.data_digest) = *d;
     } else if (name == "auth") {
-      std::string_view list = *value;
-      while (true) {
-        const size_t comma = list.find(',');
-        Result<ChapAlgorithm> a = ParseChapAlgorithmName(list.substr(0, comma));
-        if (!a.ok()) return bad(a.status().message());
-        url.auth.push_back(*a);
-        if (comma == std::string_view::npos) break;
-        list.remove_prefix(comma + 1);
-      }
+      Result<std::vector<ChapAlgorithm>> list = ParseChapAlgorithmList(*value);
+      if (!list.ok()) return bad("auth: " + list.status().message());
+      url.auth = std::move(*list);
     } else {
       return bad("unknown argument '" + name +
                  "' (known: target_user, target_password, header_digest, data_digest, auth, iser)");

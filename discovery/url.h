@@ -3,10 +3,10 @@
 //   iser://...      (same; selects the iSER transport, as does the argument "iser")
 // host is a name, an IPv4 address or an IPv6 address in brackets; port defaults to 3260.
 // Arguments: target_user, target_password (mutual CHAP), header_digest=crc32c|none|crc32c-none|
-// none-crc32c, data_digest=(same), auth=md5|sha1|sha-256|sha3-256 (comma list allowed), iser
-// (no value). Unknown arguments, duplicate arguments, a bad port, a LUN that is not a number and
-// percent-escapes that are malformed are InvalidArgument errors naming the offending part.
-// User, password and target name are percent-decoded.
+// none-crc32c, data_digest=(same), auth=<CHAP algorithms, comma list in order of preference:
+// md5, sha1, sha-256, sha3-256>, iser (no value). Unknown arguments, duplicate arguments, a bad
+// port, a LUN that is not a number and percent-escapes that are malformed are InvalidArgument
+// errors naming the offending part. User, password and target name are percent-decoded.
 #pragma once
 
 #include <cstdint>
@@ -33,7 +33,7 @@ struct IscsiUrl {
   std::string target_password;
   std::optional<std::vector<DigestType>> header_digest;  // preference order
   std::optional<std::vector<DigestType>> data_digest;
-  std::vector<ChapAlgorithm> auth;  // empty: our default order
+  std::vector<ChapAlgorithm> auth;  // empty: kDefaultChapAlgorithms
 
   // The URL with passwords replaced by "***", for logs and messages.
   std::string Redacted() const;

@@ -2,6 +2,7 @@
 
 #include <openssl/crypto.h>
 
+#include <algorithm>
 #include <cstdio>
 
 #include "initiator/base/log.h"
@@ -244,27 +245,30 @@ Status LoginExchange::SecurityChap(LoginResponse* resp) {
     }
     return Status::OK();
   }
-  std::string algorithms;
-  for (ChapAlgorithm a : chap.algorithms) {
-    if (!algorithms.empty()) algorithms += ",";
-    algorithms += std::to_string(static_cast<int>(a));
+  if (chap.algorithms.empty()) {
+    return Fail(StatusCode::kInvalidArgument, "no CHAP algorithm to offer");
   }
-  ISER_RETURN_IF_ERROR(
-      Exchange(kStageSecurity, kStageOperational, false, {{"CHAP_A", algorithms}}, resp));
+  const std::string offer = ChapAlgorithmOffer(chap.algorithms);
+  // Until the target picks one of them, whatever goes wrong means it refused all we offered.
+  const std::string refused_all = "; " + ChapFailureHint(chap.algorithms);
+  Status st = Exchange(kStageSecurity, kStageOperational, false, {{"CHAP_A", offer}}, resp);
+  if (!st.ok()) {
+    if (st.code() != StatusCode::kAuthFailed && st.code() != StatusCode::kFatalLogin) return st;
+    return Status(StatusCode::kAuthFailed,
+                  st.message() + " (after our offer CHAP_A=" + offer + ")" + refused_all);
+  }
   const TextPair* a = FindKey(resp->pairs, "CHAP_A");
   const TextPair* i = FindKey(resp->pairs, "CHAP_I");
   const TextPair* c = FindKey(resp->pairs, "CHAP_C");
   if (a == nullptr || i == nullptr || c == nullptr) {
-    return Fail(StatusCode::kAuthFailed,
-                "the target did not send CHAP_A, CHAP_I and CHAP_C (none of our algorithms " +
-                    algorithms + " accepted?)");
+    return Fail(StatusCode::kAuthFailed, "the target did not answer our offer CHAP_A=" + offer +
+                                             " with CHAP_A, CHAP_I and CHAP_C" + refused_all);
   }
   Result<ChapAlgorithm> alg = ParseChapAlgorithmNumber(a->value);
-  bool offered = false;
-  for (ChapAlgorithm x : chap.algorithms) offered |= alg.ok() && x == *alg;
-  if (!offered) {
-    return Fail(StatusCode::kAuthFailed, "the target chose CHAP_A=" + a->value +
-                                             ", which we did not offer (" + algorithms + ")");
+  if (!alg.ok() ||
+      std::find(chap.algorithms.begin(), chap.algorithms.end(), *alg) == chap.algorithms.end()) {
+    return Fail(StatusCode::kAuthFailed, "the target answered CHAP_A=" + a->value +
+                                             " to our offer CHAP_A=" + offer + refused_all);
   }
   char* end = nullptr;
   const unsigned long id = std::strtoul(i->value.c_str(), &end, 0);
@@ -288,21 +292,19 @@ Status LoginExchange::SecurityChap(LoginResponse* resp) {
     answer.push_back({"CHAP_C", EncodeChapHex(our_challenge)});
   }
   out_->chap_algorithm = *alg;
-  Status st = Exchange(kStageSecurity, kStageOperational, true, answer, resp);
+  st = Exchange(kStageSecurity, kStageOperational, true, answer, resp);
   if (!st.ok()) {
     // Targets answer a bad CHAP_R with 0x0201, or (tgt) with a bare initiator error 0x0200.
-    if (st.code() == StatusCode::kAuthFailed || st.code() == StatusCode::kFatalLogin) {
-      std::string hint;
-      if (ChapDigestLength(*alg) > 20) {
-        // tgt 1.0.85 offers SHA-256 but cannot decode a response longer than SHA-1's.
-        hint = "; if the secret is right, the target may not handle " +
-               std::string(ChapAlgorithmName(*alg)) +
-               " responses: try auth=sha1 (or auth=md5) in the URL";
-      }
-      return Status(StatusCode::kAuthFailed, st.message() + " (CHAP user '" + chap.user + "', " +
-                                                 ChapAlgorithmName(*alg) + ")" + hint);
+    if (st.code() != StatusCode::kAuthFailed && st.code() != StatusCode::kFatalLogin) return st;
+    // Every target verifies MD5, so a failure with it is the credentials'; with another
+    // algorithm it may be the target's (tgt 1.0.85 picks SHA-256, then cannot decode CHAP_R).
+    std::string hint = "; " + ChapFailureHint({});
+    if (*alg != ChapAlgorithm::kMd5) {
+      const ChapAlgorithm mishandled[] = {*alg};
+      hint += ", or " + ChapFailureHint(mishandled);
     }
-    return st;
+    return Status(StatusCode::kAuthFailed, st.message() + " (CHAP user '" + chap.user + "', " +
+                                               ChapAlgorithmName(*alg) + ")" + hint);
   }
   if (mutual) {
     const TextPair* n = FindKey(resp->pairs, "CHAP_N");

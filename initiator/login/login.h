@@ -28,8 +28,8 @@ struct ChapCredentials {
   std::string secret;
   std::string target_user;  // mutual CHAP when both are set
   std::string target_secret;
-  std::vector<ChapAlgorithm> algorithms{ChapAlgorithm::kSha3_256, ChapAlgorithm::kSha256,
-                                        ChapAlgorithm::kSha1, ChapAlgorithm::kMd5};
+  std::vector<ChapAlgorithm> algorithms{kDefaultChapAlgorithms.begin(),
+                                        kDefaultChapAlgorithms.end()};  // CHAP_A, preferred first
 };
 
 struct LoginRequestParams {

@@ -78,11 +78,22 @@ expect_exit 7 "bs '1000': --verify needs a multiple of 512" "$cli" bench "$unuse
 expect_exit 7 "qd: Value -1 not in range" "$cli" bench "$unused" --qd -1
 expect_exit 7 "size '17179869184g': too large" "$cli" bench "iscsi://$portal/$iqn/1" --size 17179869184g
 
-LIBISCSI_CHAP_PASSWORD=alice-secret-1 check "CHAP login with the password from the environment" \
+LIBISCSI_CHAP_PASSWORD=alice-secret-1 check "CHAP login with the default algorithm and the password from the environment" \
+  timeout 30 "$cli" ls "iscsi://alice@$portal/$iqn-chap/1"
+LIBISCSI_CHAP_PASSWORD=alice-secret-1 check "CHAP login with auth=md5" \
   timeout 30 "$cli" ls "iscsi://alice@$portal/$iqn-chap/1?auth=md5"
+# tgt picks SHA-256 from this offer and cannot verify it: the advice is MD5, never SHA-256 again.
+export LIBISCSI_CHAP_PASSWORD=alice-secret-1
+expect_exit 24 "could not verify SHA256: try auth=md5 in the URL" \
+  "$cli" ls "iscsi://alice@$portal/$iqn-chap/1?auth=sha-256,md5"
 export LIBISCSI_CHAP_PASSWORD=wrong-secret-1
-expect_exit 24 "Authentication failure" "$cli" ls "iscsi://alice@$portal/$iqn-chap/1?auth=md5"
+expect_exit 24 "Authentication failure.*check the CHAP user name and secret" \
+  "$cli" ls "iscsi://alice@$portal/$iqn-chap/1"
+out=$(timeout 60 "$cli" ls "iscsi://alice@$portal/$iqn-chap/1" 2>&1) || true
+check "a wrong secret with the default MD5 suggests no other algorithm" test "${out/auth=/}" = "$out"
 unset LIBISCSI_CHAP_PASSWORD
+expect_exit 7 "auth: CHAP algorithm 'md5' is listed twice" \
+  "$cli" ls "iscsi://alice@$portal/$iqn-chap/1?auth=md5,md5"
 expect_exit 24 "requires authentication" "$cli" ls "iscsi://$portal/$iqn-chap/1"
 expect_exit 7 "unknown|argument" "$cli" ls "iscsi://$portal/$iqn/1?bogus=1"
 expect_exit 7 "port" "$cli" ls "iscsi://127.0.0.1:99999/$iqn/1"

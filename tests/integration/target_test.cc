@@ -304,7 +304,7 @@ INSTANTIATE_TEST_SUITE_P(AllCombinations, ImmediateDataTest,
                          ::testing::Combine(::testing::Bool(), ::testing::Bool()));
 #endif
 
-TEST_F(TargetTest, ChapOneWay) {
+TEST_F(TargetTest, ChapOneWayWithTheDefaultAlgorithm) {
   tgt_.AddChap(1, "alice", "secret-of-alice1");
   SessionOptions o = Options();
   Result<std::unique_ptr<Session>> no_auth = Session::Open(o);
@@ -312,25 +312,36 @@ TEST_F(TargetTest, ChapOneWay) {
   EXPECT_EQ(no_auth.status().code(), StatusCode::kAuthFailed) << no_auth.status().ToString();
   o.chap.user = "alice";
   o.chap.secret = "secret-of-alice1";
-  for (ChapAlgorithm a : {ChapAlgorithm::kMd5}) {  // tgt 1.0.85 verifies only MD5 responses
-    o.chap.algorithms = {a};
-    auto s = Open(o);
-    ASSERT_TRUE(s) << ChapAlgorithmName(a);
-    EXPECT_TRUE(s->Close().ok());
-  }
+  auto s = Open(o);
+  ASSERT_TRUE(s);
+  EXPECT_TRUE(s->Close().ok());
 }
 
-TEST_F(TargetTest, ChapWithADigestTgtCannotVerifyExplainsTheWorkaround) {
-  // tgt 1.0.85 picks SHA-256 from our list but decodes CHAP_R into a 20-byte buffer.
+// The algorithms tgt 1.0.85 gets wrong: it picks SHA-256 from an offer and then decodes CHAP_R
+// into a 20-byte buffer, and it refuses SHA-1. Whatever the offer, the advice must not send the
+// user back to an algorithm that just failed, and must point at MD5.
+TEST_F(TargetTest, ChapAdviceAfterAnAlgorithmTgtMishandlesNeverSuggestsIt) {
   tgt_.AddChap(1, "alice", "secret-of-alice1");
-  SessionOptions o = Options();
-  o.chap.user = "alice";
-  o.chap.secret = "secret-of-alice1";
-  o.chap.algorithms = {ChapAlgorithm::kSha256};
-  Result<std::unique_ptr<Session>> s = Session::Open(o);
-  ASSERT_FALSE(s.ok());
-  EXPECT_EQ(s.status().code(), StatusCode::kAuthFailed) << s.status().ToString();
-  EXPECT_NE(s.status().message().find("auth=sha1"), std::string::npos) << s.status().ToString();
+  const std::vector<std::vector<ChapAlgorithm>> offers = {
+      {ChapAlgorithm::kSha256},
+      {ChapAlgorithm::kSha1},
+      {ChapAlgorithm::kSha3_256, ChapAlgorithm::kSha256, ChapAlgorithm::kSha1}};
+  for (const std::vector<ChapAlgorithm>& offer : offers) {
+    SessionOptions o = Options();
+    o.chap.user = "alice";
+    o.chap.secret = "secret-of-alice1";
+    o.chap.algorithms = offer;
+    Result<std::unique_ptr<Session>> s = Session::Open(o);
+    const std::string offered = ChapAlgorithmOffer(offer);
+    ASSERT_FALSE(s.ok()) << offered;
+    EXPECT_EQ(s.status().code(), StatusCode::kAuthFailed) << s.status().ToString();
+    const std::string& m = s.status().message();
+    const size_t at = m.find("auth=");
+    ASSERT_NE(at, std::string::npos) << m;
+    const std::string suggestion = m.substr(at + 5, m.find(' ', at) - at - 5);
+    EXPECT_EQ(suggestion, "md5") << m;
+    EXPECT_EQ(m.find("auth=", at + 1), std::string::npos) << "one suggestion only: " << m;
+  }
 }
 
 TEST_F(TargetTest, ChapMutual) {
@@ -341,7 +352,6 @@ TEST_F(TargetTest, ChapMutual) {
   o.chap.secret = "secret-of-alice1";
   o.chap.target_user = "target";
   o.chap.target_secret = "secret-of-target";
-  o.chap.algorithms = {ChapAlgorithm::kMd5};
   auto s = Open(o);
   ASSERT_TRUE(s);
   o.chap.target_secret = "not-the-target-secret";
@@ -357,12 +367,15 @@ TEST_F(TargetTest, ChapWrongSecretIsAnAuthenticationFailureNamingThePortal) {
   SessionOptions o = Options();
   o.chap.user = "alice";
   o.chap.secret = "wrong-secret-xyz";
-  o.chap.algorithms = {ChapAlgorithm::kMd5};
   Result<std::unique_ptr<Session>> s = Session::Open(o);
   ASSERT_FALSE(s.ok());
   EXPECT_EQ(s.status().code(), StatusCode::kAuthFailed);
   EXPECT_NE(s.status().message().find(tgt_.portal()), std::string::npos) << s.status().message();
   EXPECT_NE(s.status().message().find("alice"), std::string::npos) << s.status().message();
+  // MD5 is the default and tgt verifies it: the credentials are wrong, not the algorithm.
+  EXPECT_NE(s.status().message().find("check the CHAP user name and secret"), std::string::npos)
+      << s.status().message();
+  EXPECT_EQ(s.status().message().find("auth="), std::string::npos) << s.status().message();
 }
 
 TEST_F(TargetTest, IdenticalSecretsInBothDirectionsAreRefused) {

@@ -73,6 +73,36 @@ TEST(Url, BadUrlsNameTheProblem) {
   EXPECT_EQ(err("iscsi://bad host/iqn").code(), StatusCode::kInvalidArgument);
 }
 
+TEST(Url, AuthIsAListKeptInItsOrder) {
+  Result<IscsiUrl> u = ParseIscsiUrl("iscsi://alice@h/iqn.x/1?auth=sha1,sha3-256,md5");
+  ASSERT_TRUE(u.ok()) << u.status().ToString();
+  EXPECT_EQ(u->auth, (std::vector<ChapAlgorithm>{ChapAlgorithm::kSha1, ChapAlgorithm::kSha3_256,
+                                                 ChapAlgorithm::kMd5}));
+  u = ParseIscsiUrl("iscsi://alice@h/iqn.x/1?auth=md5,sha-256");
+  ASSERT_TRUE(u.ok()) << u.status().ToString();
+  EXPECT_EQ(u->auth, (std::vector<ChapAlgorithm>{ChapAlgorithm::kMd5, ChapAlgorithm::kSha256}));
+  u = ParseIscsiUrl("iscsi://alice@h/iqn.x/1");
+  ASSERT_TRUE(u.ok()) << u.status().ToString();
+  EXPECT_TRUE(u->auth.empty()) << "no auth=: the library's default applies";
+}
+
+TEST(Url, BadAuthListsSayWhatIsWrong) {
+  auto err = [](const char* url) { return ParseIscsiUrl(url).status(); };
+  const Status twice = err("iscsi://h/iqn/1?auth=md5,sha-256,md5");
+  EXPECT_EQ(twice.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(twice.message().find("auth: CHAP algorithm 'md5' is listed twice"), std::string::npos)
+      << twice.message();
+  const Status unknown = err("iscsi://h/iqn/1?auth=sha-256,sha512");
+  EXPECT_NE(unknown.message().find("auth: unknown CHAP algorithm 'sha512' (use md5, sha1, "
+                                   "sha-256 or sha3-256)"),
+            std::string::npos)
+      << unknown.message();
+  for (const char* empty : {"iscsi://h/iqn/1?auth=", "iscsi://h/iqn/1?auth=md5,"}) {
+    const Status st = err(empty);
+    EXPECT_NE(st.message().find("auth: empty name"), std::string::npos) << st.message();
+  }
+}
+
 TEST(Portal, Forms) {
   EXPECT_EQ(ParsePortal("10.1.2.3")->port, 3260);
   EXPECT_EQ(ParsePortal("10.1.2.3:3000")->port, 3000);
