@@ -28,6 +28,9 @@ def parser(doc, seconds, size_mib=None):
     ap.add_argument("--time", type=int, default=seconds, help="seconds per run")
     ap.add_argument("--rounds", type=int, default=3, help="runs per tool; the median counts")
     ap.add_argument("--build", default="build", help="the build directory")
+    ap.add_argument("--baseline", metavar="DIR",
+                    help="another build (e.g. of the last landed commit) run beside --build in\n"
+                         "the same rounds: rows 'baseline', and a 'new/old' ratio line")
     if size_mib is not None:
         ap.add_argument("--size-mib", type=int, default=size_mib, help="the LUN's size")
     return ap

@@ -8,7 +8,7 @@
 #   nbd_stop                          # also on the cleanup stack, before tgtd's; shows the
 #                                     # end of nbdkit's log there when the test failed
 #
-# A plugin built with -DISER_SANITIZE=ON needs libasan loaded before anything else, which an
+# A plugin built with -DISER_SANITIZE=ON (or -DISER_TSAN=ON) needs libasan (libtsan) loaded before anything else, which an
 # uninstrumented nbdkit does not do: nbdkit (and only nbdkit) then runs with libasan preloaded.
 # Leak checking is off for that process because nbdkit's own allocations are not ours to judge.
 # Known wart of that setup (glibc 2.36, gcc 12 libasan, nbdkit 1.32): once anything has called
@@ -26,6 +26,9 @@ requires nbdkit
 NBD_ENV=()
 if readelf -d "$NBD_PLUGIN" | grep -q 'NEEDED.*libasan'; then
   NBD_ENV=(LD_PRELOAD="$(gcc -print-file-name=libasan.so)" ASAN_OPTIONS=detect_leaks=0)
+elif readelf -d "$NBD_PLUGIN" | grep -q 'NEEDED.*libtsan'; then
+  # The same for -DISER_TSAN=ON: ThreadSanitizer's runtime must be in place before any thread.
+  NBD_ENV=(LD_PRELOAD="$(gcc -print-file-name=libtsan.so)")
 fi
 
 # nbd_fails PATTERN ARGS...: nbdkit with the plugin and ARGS must exit non-zero at start-up,
