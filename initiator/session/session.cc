@@ -314,7 +314,9 @@ void Session::HandleScsiResponse(const Bhs& bhs, std::span<const uint8_t> data) 
   t->residual_overflow = bhs.flags() & kResidualOverflow;
   t->residual_underflow = bhs.flags() & kResidualUnderflow;
   if (t->residual_overflow || t->residual_underflow) t->residual = bhs.u32(bhs::kResidualCount);
-  if (t->direction == DataDirection::kRead && t->scsi_status == 0) {
+  // Only where Data-In PDUs carry the data can the session tell a short read from a lie.
+  if (t->direction == DataDirection::kRead && t->scsi_status == 0 &&
+      dm_->data_in_accounting() == DataInAccounting::kCountedFromPdus) {
     const uint32_t expected =
         t->transfer_length -
         (t->residual_underflow ? std::min(t->residual, t->transfer_length) : 0);

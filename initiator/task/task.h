@@ -49,7 +49,9 @@ struct Task {
   Bhs bhs;  // the SCSI Command PDU as last sent
   uint32_t itt = kReservedTag;
   uint32_t cmdsn = 0;
-  uint32_t data_in_bytes = 0;      // Data-In bytes placed so far
+  // Data-In bytes received so far, counted by the session from Data-In PDUs; stays 0 where the
+  // target places read data itself (iSER, DataInAccounting::kTargetPlaced).
+  uint32_t data_in_bytes = 0;
   uint32_t next_data_sn = 0;       // expected DataSN of the next Data-In
   uint32_t next_r2t_sn = 0;        // expected R2TSN of the next R2T
   uint32_t immediate_bytes = 0;    // write bytes sent as immediate data

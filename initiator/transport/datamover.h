@@ -2,14 +2,15 @@
 // owns one connection: its socket or QP, its I/O thread, framing, digests, and how SCSI data
 // moves (Data-In/R2T/Data-Out over TCP; RDMA READ/WRITE driven by the target over iSER). The
 // session above it owns tasks, sequence numbers and the protocol state; it never learns how bytes
-// travel.
+// travel, only whether Data-In PDUs carry a read's bytes past it (DataInAccounting).
 //
 // Two phases:
 //  - Login (and discovery): the caller's thread exchanges PDUs synchronously with SendPdu and
 //    ReceivePdu, each bounded by a deadline. Digests are off.
 //  - Full feature: after EnterFullFeature and Start, the datamover's I/O thread runs the
 //    connection and calls DatamoverEvents; SendCommand/SendDataOut/SendControl may only be
-//    called on that thread (from inside an event). Wake may be called from any thread.
+//    called on that thread (from inside an event). Wake may be called from any thread. Both
+//    transports run that thread as an IoLoop (transport/io_loop.h).
 #pragma once
 
 #include <chrono>
@@ -42,6 +43,16 @@ struct ConnectionParams {
 
 using Clock = std::chrono::steady_clock;
 using Deadline = Clock::time_point;
+
+// Who knows how many bytes of a read reached the task's buffer.
+enum class DataInAccounting : uint8_t {
+  // Data-In PDUs carry them through the datamover (PlaceDataIn, OnPdu): the session counts
+  // them in Task::data_in_bytes, and a SCSI Response claiming more than arrived is a lie.
+  kCountedFromPdus,
+  // The target places them itself (iSER: RDMA WRITE into the STag we advertised) and no PDU
+  // says how many: only the SCSI Response's residual does, and nothing can check it.
+  kTargetPlaced,
+};
 
 class DatamoverEvents {
  public:
@@ -78,6 +89,9 @@ class Datamover {
   virtual Status ReceivePdu(Bhs* bhs, std::vector<uint8_t>* data, Deadline deadline) = 0;
   // The most data one SCSI command may carry over this connection.
   virtual uint32_t MaxTransferBytes() const = 0;
+  // Whether the session can count a read's Data-In bytes (see DataInAccounting). iSCSI's
+  // default; a transport whose target places the data itself says so.
+  virtual DataInAccounting data_in_accounting() const { return DataInAccounting::kCountedFromPdus; }
   // Applies what login negotiated (digests, segment lengths) to everything that follows.
   virtual Status EnterFullFeature(const ConnectionParams& params) = 0;
 

@@ -189,5 +189,55 @@ TEST(IserPeer, DataInOnAnIserConnectionIsAProtocolError) {
   EXPECT_EQ(buf, std::vector<uint8_t>(4096, 0xee));
 }
 
+// Over iSER the target places read data with RDMA WRITEs, which the initiator cannot observe:
+// only the SCSI Response's residual says how much it wrote (DataInAccounting::kTargetPlaced).
+// So the session takes the target at its word, and Task::data_in_bytes, which counts Data-In
+// PDUs, stays 0: the datamover no longer fills it in from the residual. What a target that
+// claims data it never wrote leaves in the buffer cannot be checked; what it says it did not
+// write is never copied in.
+TEST(IserPeer, ReadDataIsTakenOnTheResidualsWord) {
+  FakeIserTarget target(kPort, FakeIserTarget::IserLogin(), [&](FakeIserTarget& t) {
+    FakePdu cmd;
+    if (!t.Read(&cmd)) return;
+    t.RdmaWrite(t.last_stags().read_stag, t.last_stags().read_va, std::vector<uint8_t>(4096, 0x5a));
+    t.Send(GoodResponse(t, cmd));
+    if (!t.Read(&cmd)) return;  // GOOD, with nothing written
+    t.Send(GoodResponse(t, cmd));
+    if (!t.Read(&cmd)) return;  // GOOD, nothing written, and it says so
+    Bhs rsp = GoodResponse(t, cmd);
+    rsp.set_flags(kFinalBit | kResidualUnderflow);
+    rsp.set_u32(bhs::kResidualCount, 4096);
+    t.Send(rsp);
+  });
+  auto s = Open(target);
+  ASSERT_TRUE(s);
+  std::vector<uint8_t> buf(4096, 0xee);
+  auto read = [&](Task* t) {
+    std::fill(buf.begin(), buf.end(), 0xee);
+    scsi::Read(*t, 0, 8, buf.data(), 4096);
+    t->lun = 1;
+    s->Execute(t);
+  };
+  Task normal;
+  read(&normal);
+  ASSERT_TRUE(scsi::TaskStatus(normal, "READ").ok()) << normal.status.ToString();
+  EXPECT_EQ(buf, std::vector<uint8_t>(4096, 0x5a));
+  EXPECT_EQ(normal.data_in_bytes, 0u);
+
+  Task unwritten;
+  read(&unwritten);
+  EXPECT_TRUE(scsi::TaskStatus(unwritten, "READ").ok()) << unwritten.status.ToString();
+  EXPECT_EQ(unwritten.data_in_bytes, 0u);
+
+  Task underflow;
+  read(&underflow);
+  target.Join();
+  ASSERT_TRUE(scsi::TaskStatus(underflow, "READ").ok()) << underflow.status.ToString();
+  EXPECT_TRUE(underflow.residual_underflow);
+  EXPECT_EQ(underflow.residual, 4096u);
+  EXPECT_EQ(underflow.data_in_bytes, 0u);
+  EXPECT_EQ(buf, std::vector<uint8_t>(4096, 0xee)) << "bytes the target did not write arrived";
+}
+
 }  // namespace
 }  // namespace iser

@@ -5,11 +5,8 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
-#include <pthread.h>
 #include <sys/epoll.h>
-#include <sys/eventfd.h>
 #include <sys/socket.h>
-#include <sys/timerfd.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -17,15 +14,14 @@
 #include <climits>
 #include <cstring>
 
-#include "initiator/transport/portal.h"
+#include "initiator/base/log.h"
 #include "initiator/pdu/digest.h"
 #include "initiator/task/task.h"
+#include "initiator/transport/portal.h"
 
 namespace iser {
 
 namespace {
-
-constexpr char kIoThreadName[] = "iscsi-tcp-io";  // in top -H and iser-connect bench
 
 constexpr size_t kStagingSize = 256 * 1024;
 constexpr size_t kMaxFramesPerBatch = 256;
@@ -39,32 +35,13 @@ std::string ErrnoText(int err) {
   return std::strerror(err);
 }
 
-int MillisUntil(Deadline deadline) {
-  const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
-  if (left.count() <= 0) return 0;
-  return static_cast<int>(std::min<int64_t>(left.count(), INT_MAX));
-}
-
-// Waits for fd to become ready for `events`; Timeout when the deadline passes.
-Status WaitFd(int fd, short events, Deadline deadline, const std::string& what) {
-  for (;;) {
-    pollfd p{fd, events, 0};
-    const int n = poll(&p, 1, MillisUntil(deadline));
-    if (n > 0) return Status::OK();
-    if (n == 0) return Status::Timeout("timed out " + what);
-    if (errno != EINTR) return Status::ConnectionFailed(what + ": poll: " + ErrnoText(errno));
-  }
-}
-
 }  // namespace
 
 TcpDatamover::TcpDatamover() = default;
 
 TcpDatamover::~TcpDatamover() {
   Shutdown();
-  for (int fd : {fd_, epoll_fd_, wake_fd_, timer_fd_}) {
-    if (fd >= 0) close(fd);
-  }
+  if (fd_ >= 0) close(fd_);
 }
 
 Status TcpDatamover::Connect(const Portal& portal, Deadline deadline) {
@@ -202,93 +179,29 @@ Status TcpDatamover::Start(DatamoverEvents* events) {
   outputs_.resize(kInitialOutputs);
   frames_.resize(kMaxFramesPerBatch);
   iov_.resize(kMaxFramesPerBatch * 3);
-  epoll_fd_ = epoll_create1(EPOLL_CLOEXEC);
-  wake_fd_ = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-  timer_fd_ = timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
-  if (epoll_fd_ < 0 || wake_fd_ < 0 || timer_fd_ < 0) {
-    return Status::ResourceExhausted("cannot create the I/O thread's descriptors: " +
-                                     ErrnoText(errno));
-  }
-  itimerspec period{{1, 0}, {1, 0}};
-  timerfd_settime(timer_fd_, 0, &period, nullptr);
-  epoll_event ev{};
-  ev.events = EPOLLIN;
-  ev.data.fd = fd_;
-  epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, fd_, &ev);
-  ev.data.fd = wake_fd_;
-  epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, wake_fd_, &ev);
-  ev.data.fd = timer_fd_;
-  epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, timer_fd_, &ev);
-  io_thread_ = std::thread([this] { Run(); });
-  pthread_setname_np(io_thread_.native_handle(), kIoThreadName);
-  return Status::OK();
-}
-
-// poked_ is set before io_awake_ is read, and Run clears io_awake_ before it reads poked_ (all
-// sequentially consistent): either Run sees the poke before it sleeps, or this sees that it may
-// sleep and writes the eventfd. A burst of submissions while the I/O thread works costs no
-// system call.
-void TcpDatamover::Wake() {
-  poked_.store(true);
-  if (!io_awake_.load()) Signal();
-}
-
-void TcpDatamover::Signal() {
-  const uint64_t one = 1;
-  ssize_t rc;
-  do {
-    rc = write(wake_fd_, &one, sizeof one);
-  } while (rc < 0 && errno == EINTR);
+  ISER_RETURN_IF_ERROR(loop_.Open());
+  ISER_RETURN_IF_ERROR(loop_.Add(fd_, EPOLLIN, [this](uint32_t ready) {
+    if (!failed_ && (ready & (EPOLLIN | EPOLLERR | EPOLLHUP))) HandleReadable();
+  }));
+  return loop_.Start(this);
 }
 
 void TcpDatamover::Shutdown() {
-  if (!io_thread_.joinable()) return;
-  stopping_ = true;
-  Signal();
-  io_thread_.join();
+  loop_.Stop();
 }
 
-void TcpDatamover::Run() {
-  io_thread_id_ = std::this_thread::get_id();
-  epoll_event events[8];
-  while (!stopping_) {
-    io_awake_.store(false);
-    const bool poked = poked_.exchange(false);
-    // Poked: only a look at the socket, so that completions keep being read while submissions
-    // keep coming.
-    const int n = epoll_wait(epoll_fd_, events, 8, poked ? 0 : -1);
-    io_awake_.store(true);
-    if (poked && !stopping_) events_->OnWake();
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      Fail(Status::ConnectionFailed("epoll_wait: " + ErrnoText(errno)));
-      break;
-    }
-    for (int i = 0; i < n; ++i) {
-      const int fd = events[i].data.fd;
-      // One read returns an eventfd's or timerfd's whole count and resets it.
-      uint64_t count;
-      if (fd == wake_fd_) {
-        if (read(wake_fd_, &count, sizeof count) < 0) continue;
-        if (stopping_) break;
-        poked_.store(false);
-        events_->OnWake();
-      } else if (fd == timer_fd_) {
-        if (read(timer_fd_, &count, sizeof count) < 0) continue;
-        events_->OnTimer();
-      } else if (fd == fd_ && !failed_) {
-        if (events[i].events & (EPOLLIN | EPOLLERR | EPOLLHUP)) HandleReadable();
-      }
-    }
-    if (!failed_) Flush();
-  }
-  io_thread_id_ = {};
+void TcpDatamover::OnRoundEnd() {
+  if (!failed_) Flush();
 }
 
 void TcpDatamover::Fail(Status status) {
   if (failed_) return;
   failed_ = true;
-  epoll_ctl(epoll_fd_, EPOLL_CTL_DEL, fd_, nullptr);
+  if (Status removed = loop_.Remove(fd_); !removed.ok()) {
+    // The socket is shut down next: if it stays in the epoll set it reports a hang-up that no
+    // callback takes any more, on every round.
+    Log(LogLevel::kWarning, "connection " + Describe() + ": " + removed.ToString());
+  }
   ::shutdown(fd_, SHUT_RDWR);
   out_count_ = 0;
   iov_count_ = iov_pos_ = 0;
@@ -574,10 +487,8 @@ void TcpDatamover::UpdateWriteInterest() {
   const bool want = iov_pos_ < iov_count_ || out_count_ > 0;
   if (want == want_write_) return;
   want_write_ = want;
-  epoll_event ev{};
-  ev.events = want ? (EPOLLIN | EPOLLOUT) : EPOLLIN;
-  ev.data.fd = fd_;
-  epoll_ctl(epoll_fd_, EPOLL_CTL_MOD, fd_, &ev);
+  Status st = loop_.Modify(fd_, want ? (EPOLLIN | EPOLLOUT) : EPOLLIN);
+  if (!st.ok()) Fail(st);
 }
 
 }  // namespace iser

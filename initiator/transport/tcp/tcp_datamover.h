@@ -3,25 +3,22 @@
 // straight into the task's buffer (readv with the staging buffer behind it, so a large segment
 // costs no copy and small PDUs arrive many per system call); Data-Out PDUs are cut to the
 // target's MaxRecvDataSegmentLength and sent with writev from the caller's buffer, many PDUs per
-// call. Nothing is allocated per PDU after Start. Wake() writes the eventfd only when the I/O
-// thread may be asleep; while it works, a wake-up costs two atomic operations.
+// call. Nothing is allocated per PDU after Start. The I/O thread is an IoLoop (transport/io_loop.h)
+// named "iscsi-tcp-io".
 #pragma once
 
 #include <sys/uio.h>
 
-#include <atomic>
 #include <cstdint>
-#include <memory>
-#include <mutex>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "initiator/transport/datamover.h"
+#include "initiator/transport/io_loop.h"
 
 namespace iser {
 
-class TcpDatamover final : public Datamover {
+class TcpDatamover final : public Datamover, private IoLoopEvents {
  public:
   TcpDatamover();
   ~TcpDatamover() override;
@@ -34,8 +31,8 @@ class TcpDatamover final : public Datamover {
   // R2T and Data-In sequences carry any length; bound one command for fairness between tasks.
   uint32_t MaxTransferBytes() const override { return 16u << 20; }
   Status Start(DatamoverEvents* events) override;
-  void Wake() override;
-  bool OnIoThread() const override { return std::this_thread::get_id() == io_thread_id_; }
+  void Wake() override { loop_.Wake(); }
+  bool OnIoThread() const override { return loop_.OnIoThread(); }
   void SendCommand(Task* task) override;
   void SendDataOut(Task* task, uint32_t ttt, uint32_t offset, uint32_t length) override;
   void SendControl(const Bhs& bhs, std::span<const uint8_t> data) override;
@@ -63,8 +60,12 @@ class TcpDatamover final : public Datamover {
     uint8_t trailer[3 + 4];
   };
 
-  void Run();
-  void Signal();  // writes the eventfd
+  // IoLoopEvents.
+  void OnWake() override { events_->OnWake(); }
+  void OnTick() override { events_->OnTimer(); }
+  void OnRoundEnd() override;
+  void OnLoopFailure(const Status& status) override { Fail(status); }
+
   void HandleReadable();
   bool ParseHeader();  // one header from staging; false if more bytes are needed
   bool ReceiveData();  // data segment + trailer; false if more bytes are needed
@@ -76,19 +77,10 @@ class TcpDatamover final : public Datamover {
   void UpdateWriteInterest();
 
   int fd_ = -1;
-  int epoll_fd_ = -1;
-  int wake_fd_ = -1;
-  int timer_fd_ = -1;
   std::string peer_;
   DatamoverEvents* events_ = nullptr;
-  std::thread io_thread_;
-  std::thread::id io_thread_id_;
-  std::atomic<bool> stopping_{false};
+  IoLoop loop_{"iscsi-tcp-io", std::chrono::seconds(1)};  // the name shows in top -H and bench
   bool failed_ = false;
-  // Wake-ups: poked_ is set by Wake(); io_awake_ is true while the I/O thread runs between two
-  // epoll_waits and will look at poked_ before the next one, so Wake() need not write the eventfd.
-  std::atomic<bool> poked_{false};
-  std::atomic<bool> io_awake_{false};
 
   bool header_digest_ = false;
   bool data_digest_ = false;

@@ -1,0 +1,120 @@
+// IserMemory: what the iSER datamover lets the target reach in our memory, and for how long
+// (RFC 7145 §5.1: the STags of a command). The datamover asks it to expose a command's bytes
+// when the command is sent, and to revoke that access when its SCSI Response arrives or the
+// connection fails.
+//
+// Contract: each command's STag exposes exactly that command's bytes, for the one direction it
+// needs (REMOTE_WRITE for reads, REMOTE_READ for writes), until Revoke; a target that uses a
+// stale or out-of-range STag fails with a remote access error instead of touching our memory.
+// Where the bytes are:
+//  - commands of at least kDirectBytes: in the caller's buffer, registered for this command and
+//    deregistered after it (zero copy: a registration costs less than copying that much);
+//  - smaller ones, or when a registration fails (RLIMIT_MEMLOCK): copied through a pool of
+//    pre-registered slots (reads at Revoke, writes at Expose). Where the device has type 2
+//    memory windows, each slot is one MR with no remote access and a window is bound over the
+//    command's bytes (a BIND_MW chained before the command's SEND, a LOCAL_INV at Revoke: two
+//    work requests, no system call); otherwise the slot's bytes are registered per command too.
+// docs/initiator.md has the measured cost of each. Everything here runs on the datamover's
+// thread; Release frees it all and must come after the QP is destroyed and before the PD is.
+//
+// Also here, shared with the RDMA resources: page-aligned allocation, registration with a
+// memlock hint, the RLIMIT_MEMLOCK check, and the work request ids.
+#pragma once
+
+#include <infiniband/verbs.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+#include "initiator/base/status.h"
+
+namespace iser {
+
+struct Task;
+
+// Work request ids: the kind in the upper 32 bits, a buffer index in the lower ones.
+inline constexpr uint64_t kRecvTag = 1ull << 32;
+inline constexpr uint64_t kSendTag = 2ull << 32;
+inline constexpr uint64_t kInvalidateTag = 3ull << 32;  // window binds and local invalidates
+
+// Fails with a clear message when RLIMIT_MEMLOCK (and no CAP_IPC_LOCK) forbids locking `bytes`.
+Status CheckMemlock(size_t bytes);
+// Zeroed, page-aligned; nullptr when out of memory. Freed with free().
+uint8_t* AllocateRegion(size_t bytes);
+// ibv_reg_mr with an error that names the likely cause.
+Status RegisterMemory(ibv_pd* pd, uint8_t* addr, size_t length, int access, ibv_mr** mr);
+// A verb that releases an object fails with EBUSY when something still uses the object: the
+// object leaks, which a warning makes visible (softrdma enforces the order as hardware does).
+void WarnIfReleaseFailed(const char* verb, int rc);
+
+class IserMemory {
+ public:
+  // tgt refuses more than 512 KiB per command and direction (docs/iser-wire.md,
+  // "tgt 1.0.85's iSER target").
+  static constexpr uint32_t kDataSlotBytes = 512 * 1024;
+  // From this size on the caller's buffer is registered instead of copied.
+  static constexpr uint32_t kDirectBytes = 128 * 1024;
+  static constexpr uint32_t kSmallSlotBytes = 64 * 1024;
+  static constexpr uint32_t kSmallSlots = 64;
+  static constexpr uint32_t kLargeSlots = 16;
+  // What SetUp registers.
+  static constexpr size_t kRegisteredBytes =
+      size_t{kSmallSlots} * kSmallSlotBytes + size_t{kLargeSlots} * kDataSlotBytes;
+
+  IserMemory() = default;
+  ~IserMemory();
+  IserMemory(const IserMemory&) = delete;
+  IserMemory& operator=(const IserMemory&) = delete;
+
+  // Allocates and registers the slots in `pd`, with windows if `attr` offers type 2 ones.
+  // ISER_CONNECT_STAGS turns choices off to measure them (bench/iser-stags): "no-windows"
+  // (slots registered per command), "no-direct" (every command copied through a slot).
+  Status SetUp(ibv_pd* pd, const ibv_device_attr& attr);
+  // How STags are made, for logs.
+  const char* StagMethod() const;
+
+  // Gives the target access to the task's data from byte `sent` on: the STag and address for
+  // the iSER header, and in *bind a window bind to post before the command (opcode
+  // IBV_WR_BIND_MW) if any. Returns false when no slot is free (try again after a completion);
+  // true with *error set when the command cannot be exposed at all.
+  bool Expose(Task* task, uint32_t sent, uint32_t* stag, uint64_t* va, ibv_send_wr* bind,
+              Status* error);
+  // The task whose bytes are exposed under this ITT, or nullptr.
+  Task* Exposed(uint32_t itt) const;
+  // Ends the access Expose gave to the command with this ITT; for reads through a slot, copies
+  // `data_in` bytes to the caller first. With `qp`, a window is invalidated by a LOCAL_INV
+  // posted there (an error if that fails); without (the QP has failed), only the bookkeeping.
+  Status Revoke(uint32_t itt, uint32_t data_in, ibv_qp* qp);
+  // Revokes every exposure (the connection failed: nothing reaches the buffers any more).
+  void RevokeAll();
+  // Deregisters and frees everything.
+  void Release();
+
+ private:
+  struct DataSlot {
+    uint8_t* addr = nullptr;
+    ibv_mr* base_mr = nullptr;  // memory windows: the slot, bindable, no remote access
+    ibv_mw* mw = nullptr;
+    uint32_t stag = 0;  // the window's current key
+  };
+  struct Exposure {  // what one command in flight lets the target access
+    Task* task = nullptr;
+    DataSlot* slot = nullptr;  // bytes copied through this slot (its window or io_mr), and/or
+    ibv_mr* io_mr = nullptr;   // a registration for this command alone
+  };
+  static constexpr uint32_t kIttSlots = 1024;  // the session's ITT table size
+
+  Status Revoke(Exposure* e, uint32_t data_in, ibv_qp* qp);
+
+  ibv_pd* pd_ = nullptr;
+  bool memory_windows_ = false;
+  bool direct_ = true;
+  std::vector<uint8_t*> regions_;  // page-aligned allocations, freed at Release
+  std::vector<DataSlot> data_slots_;
+  std::vector<DataSlot*> free_small_slots_;  // stacks: the most recently used first
+  std::vector<DataSlot*> free_large_slots_;
+  std::vector<Exposure> by_itt_;  // ITT slot bits → what that command exposes
+};
+
+}  // namespace iser
