@@ -129,15 +129,15 @@ Status BlockDevice::RunChunked(IoOp op, uint64_t offset, uint8_t* buf, uint64_t 
     uint8_t* buf;
     uint64_t len;
     bool fua;
-    std::mutex mu;
-    uint64_t next = 0;
-    int outstanding = 0;
-    Status error;
+    Mutex mu;
+    uint64_t next ISER_GUARDED_BY(mu) = 0;
+    int outstanding ISER_GUARDED_BY(mu) = 0;
+    Status error ISER_GUARDED_BY(mu);
     Notification done;
     Task tasks[kMaxChunksInFlight];
 
-    // Prepares t for the next chunk; false when nothing is left. Caller holds mu.
-    bool Next(Task& t) {
+    // Prepares t for the next chunk; false when nothing is left.
+    bool Next(Task& t) ISER_REQUIRES(mu) {
       if (next >= len || !error.ok()) return false;
       const uint32_t bs = dev->info_.logical_block_size;
       const uint32_t n =
@@ -160,7 +160,7 @@ Status BlockDevice::RunChunked(IoOp op, uint64_t offset, uint8_t* buf, uint64_t 
       bool resubmit;
       bool finished;
       {
-        std::lock_guard<std::mutex> lock(r->mu);
+        MutexLock lock(&r->mu);
         --r->outstanding;
         if (!(t->status.ok() && t->scsi_status == 0) && r->error.ok()) {
           const uint32_t bs = r->dev->info_.logical_block_size;
@@ -184,12 +184,13 @@ Status BlockDevice::RunChunked(IoOp op, uint64_t offset, uint8_t* buf, uint64_t 
   Run run{this, op, offset, buf, len, fua};
   int started = 0;
   {
-    std::lock_guard<std::mutex> lock(run.mu);
+    MutexLock lock(&run.mu);
     while (started < kMaxChunksInFlight && run.Next(run.tasks[started])) ++started;
   }
   if (started == 0) return Status::OK();
   for (int i = 0; i < started; ++i) session_->Submit(&run.tasks[i]);
   run.done.Wait();
+  MutexLock lock(&run.mu);
   return run.error;
 }
 
@@ -226,24 +227,26 @@ Status BlockDevice::Read(uint64_t offset, void* out, size_t len) {
   return Status::OK();
 }
 
+bool BlockDevice::Overlaps(uint64_t first, uint64_t last) const {
+  for (const auto& [a, b] : locked_ranges_) {
+    if (a <= last && first <= b) return true;
+  }
+  return false;
+}
+
 void BlockDevice::LockRange(uint64_t first, uint64_t last) {
-  std::unique_lock<std::mutex> lock(range_mu_);
-  range_cv_.wait(lock, [&] {
-    for (const auto& [a, b] : locked_ranges_) {
-      if (a <= last && first <= b) return false;
-    }
-    return true;
-  });
+  MutexLock lock(&range_mu_);
+  while (Overlaps(first, last)) range_cv_.Wait(&range_mu_);
   locked_ranges_.emplace_back(first, last);
 }
 
 void BlockDevice::UnlockRange(uint64_t first, uint64_t last) {
   {
-    std::lock_guard<std::mutex> lock(range_mu_);
+    MutexLock lock(&range_mu_);
     auto it = std::find(locked_ranges_.begin(), locked_ranges_.end(), std::make_pair(first, last));
     locked_ranges_.erase(it);
   }
-  range_cv_.notify_all();
+  range_cv_.SignalAll();
 }
 
 Status BlockDevice::Write(uint64_t offset, const void* in, size_t len, bool fua) {

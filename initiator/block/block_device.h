@@ -2,24 +2,25 @@
 //
 // Asynchronous: Submit(IoRequest*) for block-aligned requests of at most
 // info().max_transfer_bytes (the caller owns the IoRequest; its callback runs on the session's I/O
-// thread and must not block). Synchronous methods accept any offset and length within the LUN:
-// they split large requests into concurrent commands, and do read-modify-write for unaligned
-// heads and tails under a range lock, so overlapping unaligned writes from many threads never
-// lose each other's bytes. Every method may be called from any thread except the session's I/O
-// thread (for the synchronous ones).
+// thread, or at once on the submitting thread when the request is refused or the session cannot
+// take it (see task.h), and must not block). Synchronous methods accept any offset and length
+// within the LUN: they split large requests into concurrent commands, and do read-modify-write for
+// unaligned heads and tails under a range lock, so overlapping unaligned writes from many threads
+// never lose each other's bytes. Every method may be called from any thread except the session's
+// I/O thread (for the synchronous ones).
 //
 // Errors carry the failing command and the decoded sense; their codes map to errno values
 // (ErrnoFor): kIoError → EIO, kNoSpace → ENOSPC, kReadOnly → EPERM, kInvalidArgument → EINVAL,
 // kNotSupported → EOPNOTSUPP.
 #pragma once
 
-#include <condition_variable>
 #include <cstdint>
 #include <memory>
-#include <mutex>
 #include <vector>
 
+#include "initiator/base/mutex.h"
 #include "initiator/base/status.h"
+#include "initiator/base/thread_annotations.h"
 #include "initiator/block/lun_info.h"
 #include "initiator/session/session.h"
 #include "initiator/task/task.h"
@@ -80,6 +81,7 @@ class BlockDevice {
   Status RunChunked(IoOp op, uint64_t offset, uint8_t* buf, uint64_t len, bool fua);
   Status Execute(Task& t, const std::string& what);
   Status SyncRange(uint64_t lba, uint64_t blocks);
+  bool Overlaps(uint64_t first_block, uint64_t last_block) const ISER_REQUIRES(range_mu_);
   void LockRange(uint64_t first_block, uint64_t last_block);
   void UnlockRange(uint64_t first_block, uint64_t last_block);
 
@@ -87,9 +89,9 @@ class BlockDevice {
   LunInfo info_;
   std::vector<uint8_t> zero_block_;
 
-  std::mutex range_mu_;
-  std::condition_variable range_cv_;
-  std::vector<std::pair<uint64_t, uint64_t>> locked_ranges_;
+  Mutex range_mu_;
+  CondVar range_cv_;
+  std::vector<std::pair<uint64_t, uint64_t>> locked_ranges_ ISER_GUARDED_BY(range_mu_);
 };
 
 int ErrnoFor(const Status& status);

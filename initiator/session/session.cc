@@ -71,8 +71,9 @@ Result<std::unique_ptr<Session>> Session::Open(const SessionOptions& options) {
   s->window_.Reset(1, s->outcome_.exp_cmdsn, s->outcome_.max_cmdsn);
   s->exp_statsn_ = s->outcome_.exp_statsn;
   s->max_transfer_bytes_ = s->dm_->MaxTransferBytes();
-  s->last_receive_ = Clock::now();
+  s->last_receive_ = s->dm_->Now();
   ISER_RETURN_IF_ERROR(s->dm_->Start(s.get()));
+  s->started_ = true;
   Log(LogLevel::kDebug,
       "logged in to " + s->Describe() + ", TSIH " + std::to_string(s->outcome_.tsih));
   return s;
@@ -90,24 +91,46 @@ std::string Session::Describe() const {
 void Session::Submit(Task* task) {
   task->next = nullptr;
   task->status = Status::OK();
+  // On the I/O thread the session is running (or Enqueue fails the task): Close and a stopped
+  // I/O thread are seen only from other threads.
   if (dm_->OnIoThread()) {
     Enqueue(task);
     Dispatch();
     return;
   }
-  bool wake;
+  bool wake = false;
+  bool refused = false;
   {
-    std::lock_guard<std::mutex> lock(submit_mu_);
-    if (submit_tail_) {
-      submit_tail_->next = task;
+    MutexLock lock(&submit_mu_);
+    if (!accepting_) {
+      task->status = refusal_;
+      refused = true;
     } else {
-      submit_head_ = task;
+      if (submit_tail_) {
+        submit_tail_->next = task;
+      } else {
+        submit_head_ = task;
+      }
+      submit_tail_ = task;
+      wake = !wake_pending_;
+      wake_pending_ = true;
     }
-    submit_tail_ = task;
-    wake = !wake_pending_;
-    wake_pending_ = true;
+  }
+  // Once queued the task is the I/O thread's: only a refused one is still ours to touch.
+  if (refused) {
+    // Nothing would ever pick the task up: no I/O thread runs for this session any more.
+    task->on_complete(task);
+    return;
   }
   if (wake) dm_->Wake();
+}
+
+void Session::StopAccepting(const Status& why) {
+  MutexLock lock(&submit_mu_);
+  if (accepting_) {
+    accepting_ = false;
+    refusal_ = why;
+  }
 }
 
 void Session::Execute(Task* task) {
@@ -121,7 +144,7 @@ void Session::Execute(Task* task) {
 void Session::OnWake() {
   Task* list;
   {
-    std::lock_guard<std::mutex> lock(submit_mu_);
+    MutexLock lock(&submit_mu_);
     list = submit_head_;
     submit_head_ = submit_tail_ = nullptr;
     wake_pending_ = false;
@@ -260,7 +283,7 @@ Status Session::PlaceDataIn(const Bhs& bhs, uint8_t** destination) {
 }
 
 void Session::OnPdu(const Bhs& bhs, std::span<const uint8_t> data) {
-  last_receive_ = Clock::now();
+  last_receive_ = dm_->Now();
   switch (bhs.opcode()) {
     case Opcode::kScsiResponse:
       HandleScsiResponse(bhs, data);
@@ -335,7 +358,8 @@ void Session::HandleScsiResponse(const Bhs& bhs, std::span<const uint8_t> data) 
 }
 
 void Session::HandleDataIn(const Bhs& bhs, std::span<const uint8_t> data) {
-  Task* t = LookupTask(bhs.itt());
+  // The datamover checked a Data-In that carries data in PlaceDataIn; one with status only is
+  // checked here the same way.
   if (data.empty()) {
     uint8_t* unused;
     Status st = PlaceDataIn(bhs, &unused);
@@ -343,6 +367,11 @@ void Session::HandleDataIn(const Bhs& bhs, std::span<const uint8_t> data) {
       dm_->Abort(st);
       return;
     }
+  }
+  Task* t = LookupTask(bhs.itt());
+  if (t == nullptr) {
+    ProtocolFailure("Data-In for unknown ITT " + Hex32(bhs.itt()));
+    return;
   }
   ++t->next_data_sn;
   t->data_in_bytes += static_cast<uint32_t>(data.size());
@@ -482,9 +511,9 @@ void Session::HandleLogoutResponse(const Bhs& bhs) {
     Log(LogLevel::kWarning,
         Describe() + " answered Logout with response " + std::to_string(bhs.b[2]));
   }
-  std::lock_guard<std::mutex> lock(close_mu_);
+  MutexLock lock(&close_mu_);
   logout_done_ = true;
-  close_cv_.notify_all();
+  close_cv_.SignalAll();
 }
 
 void Session::SendNopOut() {
@@ -498,7 +527,7 @@ void Session::SendNopOut() {
   nop.set_u32(bhs::kExpStatSN, exp_statsn_);
   dm_->SendControl(nop, {});
   nop_outstanding_ = true;
-  nop_sent_ = Clock::now();
+  nop_sent_ = dm_->Now();
 }
 
 void Session::SendLogout() {
@@ -515,7 +544,7 @@ void Session::SendLogout() {
 void Session::OnTimer() {
   if (failed_) return;
   if (logout_requested_) Dispatch();
-  const auto now = Clock::now();
+  const auto now = dm_->Now();
   if (nop_outstanding_ && now - nop_sent_ > options_.nop_timeout) {
     dm_->Abort(Status::Timeout("no answer to NOP-Out within " +
                                std::to_string(options_.nop_timeout.count() / 1000.0).substr(0, 4) +
@@ -538,7 +567,7 @@ void Session::FailAll(const Status& status) {
   Task* lists[2] = {pending_head_, nullptr};
   pending_head_ = pending_tail_ = nullptr;
   {
-    std::lock_guard<std::mutex> lock(submit_mu_);
+    MutexLock lock(&submit_mu_);
     lists[1] = submit_head_;
     submit_head_ = submit_tail_ = nullptr;
   }
@@ -555,9 +584,10 @@ void Session::FailAll(const Status& status) {
 void Session::OnConnectionError(const Status& status) {
   failure_ = status;
   failed_ = true;
+  StopAccepting(status);
   bool logged_out;
   {
-    std::lock_guard<std::mutex> lock(close_mu_);
+    MutexLock lock(&close_mu_);
     logged_out = logout_done_;
   }
   // The target drops the connection after its Logout Response: that is how a logout ends, not a
@@ -568,29 +598,36 @@ void Session::OnConnectionError(const Status& status) {
     Log(logout_sent_ ? LogLevel::kDebug : LogLevel::kError, status.message());
   }
   FailAll(status);
-  std::lock_guard<std::mutex> lock(close_mu_);
-  close_cv_.notify_all();
+  MutexLock lock(&close_mu_);
+  close_cv_.SignalAll();
 }
 
 Status Session::Close() {
   if (closed_ || !dm_) return Status::OK();
   closed_ = true;
-  Status result;
-  if (!failed_) {
-    logout_requested_ = true;
-    dm_->Wake();
-    std::unique_lock<std::mutex> lock(close_mu_);
-    if (!close_cv_.wait_for(lock, options_.logout_timeout,
-                            [this] { return logout_done_ || failed_.load(); })) {
-      result = Status::Timeout("no Logout Response from " + Describe() + " within " +
-                               std::to_string(options_.logout_timeout.count()) + " ms");
-    } else if (!logout_done_) {
-      result = failure_;
-    }
-  }
+  const Status closed = Status::Aborted("the session to " + Describe() + " was closed");
+  StopAccepting(closed);
+  // Without a started I/O thread (Open failed after login) nobody would send the Logout.
+  const Status result = started_ && !failed_ ? AwaitLogout() : Status::OK();
   dm_->Shutdown();
-  FailAll(Status::Aborted("the session to " + Describe() + " was closed"));
+  FailAll(closed);
   return result;
+}
+
+Status Session::AwaitLogout() {
+  logout_requested_ = true;
+  dm_->Wake();
+  const auto deadline = std::chrono::steady_clock::now() + options_.logout_timeout;
+  MutexLock lock(&close_mu_);
+  while (!logout_done_ && !failed_) {
+    const auto now = std::chrono::steady_clock::now();
+    if (now >= deadline) {
+      return Status::Timeout("no Logout Response from " + Describe() + " within " +
+                             std::to_string(options_.logout_timeout.count()) + " ms");
+    }
+    close_cv_.WaitFor(&close_mu_, deadline - now);
+  }
+  return logout_done_ ? Status::OK() : failure_;
 }
 
 }  // namespace iser

@@ -2,28 +2,30 @@
 //
 // Open connects (following login redirects), logs in and starts the connection's I/O thread.
 // Submit may be called from any thread; each Task completes exactly once through its
-// on_complete, on the I/O thread. The session keeps the CmdSN window (commands past MaxCmdSN
-// wait, in order, and are never failed for it), the ITT table (1023 commands in flight at most),
-// immediate and unsolicited data per FirstBurstLength, R2T → Data-Out, Data-In with
-// phase-collapsed status, residuals and sense, NOP-In/NOP-Out in both directions with a
-// keepalive timeout, Async Messages, Rejects and Logout.
+// on_complete: on the I/O thread, or at once on the submitting thread, inside Submit, when the
+// session can no longer take the task (it was closed, or its connection failed), or on Close's
+// thread for the tasks still unfinished when Close stops the I/O thread. The session keeps the
+// CmdSN window (commands past MaxCmdSN wait, in order, and are never failed for it), the ITT table
+// (1023 commands in flight at most), immediate and unsolicited data per FirstBurstLength, R2T →
+// Data-Out, Data-In with phase-collapsed status, residuals and sense, NOP-In/NOP-Out in both
+// directions with a keepalive timeout, Async Messages, Rejects and Logout.
 //
 // When the connection fails every unfinished task completes with an error naming the portal and
 // the cause, promptly; later submissions fail at once. Close() logs out (bounded by a timeout)
-// after the in-flight tasks have completed.
+// after the in-flight tasks have completed; a session whose Open failed after login has no I/O
+// thread to log out with, and is closed at once.
 #pragma once
 
 #include <atomic>
 #include <chrono>
-#include <condition_variable>
 #include <cstdint>
-#include <functional>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <vector>
 
+#include "initiator/base/mutex.h"
 #include "initiator/base/status.h"
+#include "initiator/base/thread_annotations.h"
 #include "initiator/login/login.h"
 #include "initiator/session/serial.h"
 #include "initiator/session/session_options.h"
@@ -41,6 +43,7 @@ class Session final : private DatamoverEvents {
   Session(const Session&) = delete;
   Session& operator=(const Session&) = delete;
 
+  // After Close, or once the connection failed, the task completes at once with an error.
   void Submit(Task* task);
   // Submits and waits. Not from the I/O thread.
   void Execute(Task* task);
@@ -65,6 +68,8 @@ class Session final : private DatamoverEvents {
   void OnPdu(const Bhs& bhs, std::span<const uint8_t> data) override;
   void OnConnectionError(const Status& status) override;
 
+  // Submit refuses tasks from now on with the first reason given.
+  void StopAccepting(const Status& why);
   void Enqueue(Task* task);
   void Dispatch();
   void SendTask(Task* task);
@@ -81,6 +86,8 @@ class Session final : private DatamoverEvents {
   void HandleLogoutResponse(const Bhs& bhs);
   void SendNopOut();
   void SendLogout();
+  // Close's wait for the Logout Response, the connection's failure, or the logout timeout.
+  Status AwaitLogout();
   void ProtocolFailure(const std::string& what);
 
   SessionOptions options_;
@@ -89,11 +96,14 @@ class Session final : private DatamoverEvents {
   std::unique_ptr<Datamover> dm_;
   uint32_t max_transfer_bytes_ = 0;
 
-  // Submissions from other threads.
-  std::mutex submit_mu_;
-  Task* submit_head_ = nullptr;
-  Task* submit_tail_ = nullptr;
-  bool wake_pending_ = false;
+  // Submissions from other threads, and whether the session still takes them (refusal_ says
+  // why not).
+  Mutex submit_mu_;
+  Task* submit_head_ ISER_GUARDED_BY(submit_mu_) = nullptr;
+  Task* submit_tail_ ISER_GUARDED_BY(submit_mu_) = nullptr;
+  bool wake_pending_ ISER_GUARDED_BY(submit_mu_) = false;
+  bool accepting_ ISER_GUARDED_BY(submit_mu_) = true;
+  Status refusal_ ISER_GUARDED_BY(submit_mu_);
 
   // I/O thread state.
   CmdWindow window_;
@@ -114,10 +124,12 @@ class Session final : private DatamoverEvents {
   bool logout_sent_ = false;
 
   // Close() waits on this for the Logout Response or a failure.
-  std::mutex close_mu_;
-  std::condition_variable close_cv_;
-  bool logout_done_ = false;
+  Mutex close_mu_;
+  CondVar close_cv_;
+  bool logout_done_ ISER_GUARDED_BY(close_mu_) = false;
   std::atomic<bool> logout_requested_{false};
+  // Start succeeded: there is an I/O thread to log out with. Set in Open, read in Close.
+  bool started_ = false;
   bool closed_ = false;
 };
 

@@ -2,8 +2,11 @@
 //
 // The submitter owns the Task's memory (a stack object for synchronous calls, a preallocated
 // slot for asynchronous frontends), so the hot path allocates nothing. The submitter fills the
-// "request" fields, calls Session::Submit, and must not touch the Task until on_complete runs
-// (on the connection's I/O thread, exactly once). The session fills the "result" fields.
+// "request" fields, calls Session::Submit, and must not touch the Task until on_complete runs,
+// exactly once: on the connection's I/O thread; or, when the session cannot take the task (closed,
+// or its connection failed), at once on the submitting thread inside Submit; or on Close's thread
+// for a task still unfinished when Close stops the I/O thread. So on_complete must not take a
+// lock its submitter holds around Submit. The session fills the "result" fields.
 //
 // Lifetime and recovery: a submitted Task stays owned by the session until it completes; the
 // session keeps every unfinished Task (waiting for the CmdSN window, or sent and unanswered) in
