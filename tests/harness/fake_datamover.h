@@ -32,6 +32,7 @@
 #include "initiator/session/datamover_factory.h"
 #include "initiator/task/task.h"
 #include "initiator/transport/datamover.h"
+#include "tests/harness/target_login_keys.h"
 
 namespace iser::test {
 
@@ -40,22 +41,7 @@ struct FakeConnectionOptions {
   Status enter_full_feature_status;
   Status start_status;
   // The target's answers in the operational stage of login.
-  std::vector<std::string> login_keys = {"HeaderDigest=None",
-                                         "DataDigest=None",
-                                         "MaxRecvDataSegmentLength=8192",
-                                         "ImmediateData=No",
-                                         "InitialR2T=Yes",
-                                         "MaxBurstLength=262144",
-                                         "FirstBurstLength=65536",
-                                         "MaxConnections=1",
-                                         "DefaultTime2Wait=2",
-                                         "DefaultTime2Retain=0",
-                                         "MaxOutstandingR2T=1",
-                                         "DataPDUInOrder=Yes",
-                                         "DataSequenceInOrder=Yes",
-                                         "ErrorRecoveryLevel=0",
-                                         "IFMarker=No",
-                                         "OFMarker=No"};
+  std::vector<std::string> login_keys = DefaultTargetLoginKeys();
   // MaxCmdSN in the final Login Response is its ExpCmdSN plus this.
   uint32_t login_cmdsn_window = 63;
   uint32_t max_transfer_bytes = 1 << 20;

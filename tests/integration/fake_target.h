@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "initiator/pdu/bhs.h"
+#include "tests/harness/target_login_keys.h"
 
 namespace iser::test {
 
@@ -23,22 +24,7 @@ struct FakePdu {
 
 // What the fake target answers during login.
 struct FakeLoginBehavior {
-  std::vector<std::string> operational_keys = {"HeaderDigest=None",
-                                               "DataDigest=None",
-                                               "MaxRecvDataSegmentLength=8192",
-                                               "ImmediateData=No",
-                                               "InitialR2T=Yes",
-                                               "MaxBurstLength=262144",
-                                               "FirstBurstLength=65536",
-                                               "MaxConnections=1",
-                                               "DefaultTime2Wait=2",
-                                               "DefaultTime2Retain=0",
-                                               "MaxOutstandingR2T=1",
-                                               "DataPDUInOrder=Yes",
-                                               "DataSequenceInOrder=Yes",
-                                               "ErrorRecoveryLevel=0",
-                                               "IFMarker=No",
-                                               "OFMarker=No"};
+  std::vector<std::string> operational_keys = DefaultTargetLoginKeys();
   uint8_t status_class = 0;
   uint8_t status_detail = 0;
   std::vector<std::string> status_keys;  // sent with a non-zero status (e.g. TargetAddress)
