@@ -17,7 +17,6 @@
 #include <cstdio>
 #include <cstring>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <semaphore>
 
@@ -28,6 +27,7 @@
 #include "cli/commands.h"
 #include "cli/json_output.h"
 #include "cli/size.h"
+#include "initiator/base/mutex.h"
 #include "initiator/block/block_device.h"
 
 namespace iser::cli {
@@ -102,8 +102,8 @@ class Bench {
   std::atomic<uint64_t> write_ios_{0};
   uint64_t checked_units_ = 0;
   std::atomic<uint64_t> bad_units_{0};
-  std::mutex error_mu_;
-  Status error_;
+  Mutex error_mu_;
+  Status error_ ISER_GUARDED_BY(error_mu_);
   std::string verify_error_;
 
   double elapsed_s_ = 0;
@@ -156,7 +156,7 @@ void Bench::OnComplete(IoRequest* req, const Status& status) {
   Bench& b = *s.bench;
   const auto now = BenchClock::now();
   if (!status.ok()) {
-    std::lock_guard<std::mutex> lock(b.error_mu_);
+    MutexLock lock(&b.error_mu_);
     if (b.error_.ok()) b.error_ = status;
     b.stop_ = true;
   } else {
@@ -306,7 +306,10 @@ Status Bench::Run() {
   cpu_sys_s_ = secs(before.ru_stime, after.ru_stime);
   cpu_by_thread_ = CpuSpent(threads_before, CpuByThreadName());
   if (cfg_.progress) std::fprintf(stderr, "\r%*s\r", 72, "");
-  if (!error_.ok()) return error_;
+  {
+    MutexLock lock(&error_mu_);
+    if (!error_.ok()) return error_;
+  }
   if (ledger_ && bad_units_ == 0) ISER_RETURN_IF_ERROR(VerifyWritten());
   return Status::OK();
 }

@@ -26,7 +26,6 @@
 #include <cstdlib>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <string>
 #include <vector>
@@ -34,6 +33,7 @@
 #include "discovery/connect.h"
 #include "discovery/url.h"
 #include "initiator/base/log.h"
+#include "initiator/base/mutex.h"
 #include "initiator/base/notification.h"
 #include "initiator/base/status.h"
 #include "initiator/block/block_device.h"
@@ -61,9 +61,10 @@ std::optional<std::vector<iser::DigestType>> g_digest;
 
 // Serving state, set up in get_ready/after_fork.
 uint64_t g_default_lun = 0;
-std::mutex g_mu;  // guards g_devices (g_session is only replaced while nothing is serving)
+iser::Mutex g_mu;  // g_session is only replaced while nothing is serving
 std::shared_ptr<iser::Session> g_session;
-std::map<uint64_t, std::unique_ptr<BlockDevice>> g_devices;  // disk LUNs opened so far
+// Disk LUNs opened so far.
+std::map<uint64_t, std::unique_ptr<BlockDevice>> g_devices ISER_GUARDED_BY(g_mu);
 
 // Reports a failure the nbdkit way: the message once, and the errno the client will see.
 int Fail(const Status& st) {
@@ -128,7 +129,7 @@ std::string Describe(const iser::LunInfo& info) {
 
 // The BlockDevice of a disk LUN, opened (probed) on first use and shared by every connection.
 Result<BlockDevice*> DeviceFor(uint64_t lun) {
-  std::lock_guard<std::mutex> lock(g_mu);
+  iser::MutexLock lock(&g_mu);
   auto it = g_devices.find(lun);
   if (it != g_devices.end()) return it->second.get();
   Result<std::unique_ptr<BlockDevice>> dev = BlockDevice::Open(g_session, lun);
@@ -284,7 +285,10 @@ int IserAfterFork() {
 }
 
 void IserCleanup() {
-  g_devices.clear();
+  {
+    iser::MutexLock lock(&g_mu);
+    g_devices.clear();
+  }
   if (!g_session) return;
   if (Status st = g_session->Close(); !st.ok()) {
     nbdkit_debug("logout from %s: %s", g_url_text.c_str(), st.message().c_str());
