@@ -181,6 +181,16 @@ void FakeConnection::Deliver(const Bhs& bhs, std::span<const uint8_t> data) {
   });
 }
 
+void FakeConnection::DeliverUnplaced(const Bhs& bhs, std::span<const uint8_t> data) {
+  if (events_ == nullptr) return;
+  std::vector<uint8_t> copy(data.begin(), data.end());
+  Bhs framed = bhs;
+  framed.set_data_segment_length(static_cast<uint32_t>(copy.size()));
+  Post([this, bhs = framed, copy = std::move(copy)] {
+    if (!failed_) events_->OnPdu(bhs, copy);
+  });
+}
+
 void FakeConnection::FireTimer() {
   if (events_ == nullptr) return;
   Post([this] { events_->OnTimer(); });

@@ -70,6 +70,9 @@ class FakeConnection {
   // The target's side. Deliver frames the PDU (DataSegmentLength is data's size) and does
   // nothing once the connection has failed (no PDU follows a connection error).
   void Deliver(const Bhs& bhs, std::span<const uint8_t> data = {});
+  // OnPdu alone, skipping PlaceDataIn even for a Data-In with data: a datamover that breaks its
+  // contract, a fault no real transport here can produce, to show the session survives it.
+  void DeliverUnplaced(const Bhs& bhs, std::span<const uint8_t> data);
   void FireTimer();
   void FailConnection(const Status& status);
   // The I/O thread ends: Wake no longer runs anything and OnIoThread() is false.

@@ -218,6 +218,19 @@ TEST_F(SessionDataTest, ADataInWithoutDataForAnUnknownIttFailsTheConnection) {
   EXPECT_EQ(r.completions, 1);
 }
 
+// Defect 6 where it crashed: Session::HandleDataIn dereferenced its task unchecked, trusting the
+// datamover to have placed the data (and so checked the ITT) first.
+TEST_F(SessionDataTest, ADataInWithDataThatWasNeverPlacedFailsTheConnection) {
+  Open();
+  TestTask& r = NewRead(4096);
+  session_->Submit(&r.task);
+  Bhs d = DataIn(r, 0, 0, kFinalBit | kStatusBit);
+  d.set_itt(r.task.itt ^ 0x400);  // same slot, another generation
+  fake_.DeliverUnplaced(d, std::vector<uint8_t>(512, 7));
+  ExpectProtocolFailure("unknown ITT");
+  EXPECT_EQ(r.completions, 1);
+}
+
 TEST_F(SessionDataTest, ADataInAfterTheTaskCompletedFailsTheConnection) {
   Open();
   TestTask& r = NewRead(4096);
