@@ -35,6 +35,25 @@
 
 namespace iser {
 
+// What a session has been through, for status displays and benchmarks.
+struct SessionStats {
+  enum class State : uint8_t {
+    kLoggedIn,    // full feature phase
+    kRecovering,  // the connection was lost; tasks wait for a new one
+    kFailed,      // recovering past replacement_timeout (tasks fail), or a lost session that
+                  // does not recover (SessionOptions::recover false)
+    kClosed,
+  };
+  State state = State::kLoggedIn;
+  uint64_t recoveries = 0;        // connections replaced successfully
+  uint64_t replayed_tasks = 0;    // tasks sent again on a replacement
+  uint64_t retried_commands = 0;  // SCSI-level retries (BUSY, UNIT ATTENTION, ...) and aborts
+  std::chrono::milliseconds longest_recovery{0};  // from the loss to full feature phase again
+  std::string portal;                             // where the session is (or was) logged in
+  std::string last_loss;                          // why the connection was last lost
+};
+const char* SessionStateName(SessionStats::State state);
+
 class Session final : private DatamoverEvents {
  public:
   static Result<std::unique_ptr<Session>> Open(const SessionOptions& options);
@@ -57,6 +76,7 @@ class Session final : private DatamoverEvents {
   // The most data one SCSI command may carry on this session (transport limits).
   uint32_t max_transfer_bytes() const { return max_transfer_bytes_; }
   bool healthy() const { return !failed_.load(); }
+  SessionStats stats() const;
 
  private:
   explicit Session(const SessionOptions& options);

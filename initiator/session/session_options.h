@@ -5,6 +5,7 @@
 
 #include <chrono>
 #include <string>
+#include <vector>
 
 #include "initiator/login/login.h"
 #include "initiator/session/datamover_factory.h"
@@ -25,6 +26,18 @@ struct SessionOptions {
   std::chrono::milliseconds nop_timeout{5000};
   std::chrono::milliseconds logout_timeout{5000};
   int max_redirects = 4;
+
+  // Session recovery (docs/recovery.md). A lost connection is replaced by a new session with the
+  // same ISID (session reinstatement), tried on `portal` and then on each of
+  // `alternate_portals` in turn, and every unfinished task is sent again on it.
+  bool recover = true;  // false: a lost connection fails the session for good
+  // How long tasks wait for recovery before they (and new ones) fail; recovery goes on after.
+  // 0: they fail at once.
+  std::chrono::milliseconds replacement_timeout{120000};
+  // A command unanswered this long is aborted (ABORT TASK, then LOGICAL UNIT RESET, then the
+  // connection is dropped) and retried a bounded number of times. 0: no command timeout.
+  std::chrono::milliseconds command_timeout{30000};
+  std::vector<Portal> alternate_portals;
   // Empty: DefaultDatamoverFactory().
   DatamoverFactory datamover_factory;
 };
