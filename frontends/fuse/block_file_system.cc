@@ -111,9 +111,11 @@ void BlockFileSystem::FillAttr(uint64_t ino, struct stat* st) const {
   const LunInfo& info = f->device->info();
   st->st_mode = S_IFREG | (Writable(*f) ? 0644 : 0444);
   st->st_nlink = 1;
-  st->st_size = static_cast<off_t>(info.size_bytes);
+  // The size now: a LUN the target grew shows its new size at the next stat.
+  const uint64_t size = f->device->size_bytes();
+  st->st_size = static_cast<off_t>(size);
   st->st_blksize = std::max(info.physical_block_size, info.logical_block_size);
-  st->st_blocks = static_cast<blkcnt_t>(info.size_bytes / 512);
+  st->st_blocks = static_cast<blkcnt_t>(size / 512);
 }
 
 // The operations, as static members of a friend so that they reach BlockFileSystem's internals.

@@ -349,7 +349,7 @@ const char* IserExportDescription(void* handle) {
 // ---- What the LUN can do ----------------------------------------------------------------------
 
 int64_t IserGetSize(void* handle) {
-  return static_cast<int64_t>(Dev(handle).info().size_bytes);
+  return static_cast<int64_t>(Dev(handle).size_bytes());
 }
 
 // Powers of two, as NBD wants. Minimum: the logical block (smaller requests are served by

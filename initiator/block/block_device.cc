@@ -59,16 +59,32 @@ Result<std::unique_ptr<BlockDevice>> BlockDevice::Open(std::shared_ptr<Session> 
 }
 
 BlockDevice::BlockDevice(std::shared_ptr<Session> session, LunInfo info)
-    : session_(std::move(session)), info_(std::move(info)), zero_block_(info_.logical_block_size) {}
+    : session_(std::move(session)),
+      info_(std::move(info)),
+      size_bytes_(info_.size_bytes),
+      capacity_changes_seen_(session_->capacity_changes()),
+      zero_block_(info_.logical_block_size) {}
 
 BlockDevice::~BlockDevice() = default;
 
+uint64_t BlockDevice::size_bytes() {
+  const uint64_t changes = session_->capacity_changes();
+  if (capacity_changes_seen_.exchange(changes) != changes) {
+    Result<scsi::Capacity> cap = ReadLunCapacity(*session_, info_.lun);
+    if (cap.ok() && cap->block_size == info_.logical_block_size) {
+      size_bytes_ = cap->blocks * cap->block_size;
+    }
+  }
+  return size_bytes_.load();
+}
+
 Status BlockDevice::CheckRange(uint64_t offset, uint64_t len, const char* what) const {
-  if (offset > info_.size_bytes || len > info_.size_bytes - offset) {
+  const uint64_t size = size_bytes_.load();
+  if (offset > size || len > size - offset) {
     return Status::InvalidArgument(std::string(what) + " of " + std::to_string(len) +
                                    " bytes at offset " + std::to_string(offset) +
                                    " is beyond the end of LUN " + std::to_string(info_.lun) + " (" +
-                                   std::to_string(info_.size_bytes) + " bytes)");
+                                   std::to_string(size) + " bytes)");
   }
   return Status::OK();
 }

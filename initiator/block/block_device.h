@@ -14,6 +14,7 @@
 // kNotSupported → EOPNOTSUPP.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <vector>
@@ -55,7 +56,12 @@ class BlockDevice {
   static Result<std::unique_ptr<BlockDevice>> Open(std::shared_ptr<Session> session, uint64_t lun);
   ~BlockDevice();
 
+  // What the LUN was at open; size_bytes() is its size now.
   const LunInfo& info() const { return info_; }
+  // The LUN's size in bytes. After the target reported that the capacity changed (UNIT
+  // ATTENTION 2A/09, Session::capacity_changes()) the next call reads it again; a failing READ
+  // CAPACITY keeps the last size. Not from the session's I/O thread.
+  uint64_t size_bytes();
   Session& session() { return *session_; }
 
   void Submit(IoRequest* req);
@@ -87,6 +93,8 @@ class BlockDevice {
 
   std::shared_ptr<Session> session_;
   LunInfo info_;
+  std::atomic<uint64_t> size_bytes_;
+  std::atomic<uint64_t> capacity_changes_seen_{0};
   std::vector<uint8_t> zero_block_;
 
   Mutex range_mu_;

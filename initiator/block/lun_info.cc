@@ -47,6 +47,21 @@ Result<std::vector<uint64_t>> ReportLuns(Session& session) {
   return scsi::ParseReportLuns(buf);
 }
 
+Result<scsi::Capacity> ReadLunCapacity(Session& s, uint64_t lun) {
+  std::array<uint8_t, 32> buf{};
+  Task t;
+  scsi::ReadCapacity16(t, buf.data());
+  Status st = Run(s, t, lun);
+  if (st.ok()) return scsi::ParseReadCapacity16(buf);
+  if (st.code() != StatusCode::kNotSupported && st.code() != StatusCode::kInvalidArgument) {
+    return st;
+  }
+  Task t10;
+  scsi::ReadCapacity10(t10, buf.data());
+  ISER_RETURN_IF_ERROR(Run(s, t10, lun));
+  return scsi::ParseReadCapacity10({buf.data(), 8});
+}
+
 Result<LunInfo> ProbeLun(Session& s, uint64_t lun) {
   LunInfo info;
   info.lun = lun;
@@ -103,28 +118,9 @@ Result<LunInfo> ProbeLun(Session& s, uint64_t lun) {
   if (info.device_type != 0x00) return info;
   info.is_disk = true;
 
-  scsi::Capacity cap;
-  {
-    std::array<uint8_t, 32> buf{};
-    Task t;
-    scsi::ReadCapacity16(t, buf.data());
-    Status st = Run(s, t, lun);
-    if (st.ok()) {
-      Result<scsi::Capacity> c = scsi::ParseReadCapacity16(buf);
-      if (!c.ok()) return c.status();
-      cap = *c;
-    } else if (st.code() == StatusCode::kNotSupported ||
-               st.code() == StatusCode::kInvalidArgument) {
-      Task t10;
-      scsi::ReadCapacity10(t10, buf.data());
-      ISER_RETURN_IF_ERROR(Run(s, t10, lun));
-      Result<scsi::Capacity> c = scsi::ParseReadCapacity10({buf.data(), 8});
-      if (!c.ok()) return c.status();
-      cap = *c;
-    } else {
-      return st;
-    }
-  }
+  Result<scsi::Capacity> cap_or = ReadLunCapacity(s, lun);
+  if (!cap_or.ok()) return cap_or.status();
+  const scsi::Capacity cap = *cap_or;
   info.blocks = cap.blocks;
   info.logical_block_size = cap.block_size;
   info.size_bytes = cap.blocks * cap.block_size;

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "initiator/base/status.h"
+#include "initiator/scsi/commands.h"
 #include "initiator/session/session.h"
 
 namespace iser {
@@ -39,6 +40,8 @@ struct LunInfo {
 };
 
 Result<LunInfo> ProbeLun(Session& session, uint64_t lun);
+// READ CAPACITY(16), or (10) where the LUN has no (16).
+Result<scsi::Capacity> ReadLunCapacity(Session& session, uint64_t lun);
 Result<std::vector<uint64_t>> ReportLuns(Session& session);
 
 }  // namespace iser

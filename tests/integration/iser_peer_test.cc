@@ -32,6 +32,9 @@ SessionOptions IserOptions() {
   o.initiator_name = "iqn.2026-11.io.iser-connect.test:initiator";
   o.login_timeout = std::chrono::seconds(5);
   o.logout_timeout = std::chrono::milliseconds(200);  // the fake target does not answer Logout
+  // These tests are about how one connection fails; a scripted target serves one connection, so
+  // recovery (tests/unit/session_recovery_test.cc, tests/recovery/) is off.
+  o.recover = false;
   return o;
 }
 

@@ -430,8 +430,10 @@ TEST_F(TargetTest, OutOfRangeRequestsAreInvalidArguments) {
   EXPECT_EQ(ErrnoFor(st), EINVAL);
 }
 
-TEST_F(TargetTest, TargetKilledMidIoFailsEveryRequestPromptly) {
+// replacement_timeout 0: tasks fail as soon as the connection is lost, while recovery goes on.
+TEST_F(TargetTest, TargetKilledMidIoWithoutReplacementTimeoutFailsEveryRequestPromptly) {
   SessionOptions o = Options();
+  o.replacement_timeout = std::chrono::milliseconds(0);
   auto s = Open(o);
   ASSERT_TRUE(s);
   auto dev = OpenLun(s, 1);
@@ -483,6 +485,7 @@ TEST_F(TargetTest, TargetKilledMidIoFailsEveryRequestPromptly) {
   std::vector<uint8_t> buf(512);
   Status st = dev->Read(0, buf.data(), buf.size());
   EXPECT_FALSE(st.ok()) << "a request after the failure must fail at once";
+  EXPECT_NE(st.message().find("replacement_timeout"), std::string::npos) << st.message();
 }
 
 #if ISER_TEST_OVER_ISER
