@@ -2,10 +2,13 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <fstream>
 
+#include "discovery/discovery.h"
 #include "initiator/base/crc32c.h"
+#include "initiator/base/log.h"
 
 namespace iser {
 
@@ -86,16 +89,64 @@ Result<SessionOptions> SessionOptionsFor(const IscsiUrl& url, const ConnectOptio
   s.login_timeout = options.login_timeout;
   s.nop_interval = options.nop_interval;
   s.nop_timeout = options.nop_timeout;
+  s.replacement_timeout =
+      options.replacement_timeout.value_or(url.replacement_timeout.value_or(s.replacement_timeout));
+  s.command_timeout =
+      options.command_timeout.value_or(url.command_timeout.value_or(s.command_timeout));
+  for (const Portal& p : url.alternate_portals) {
+    if (p != s.portal && std::find(s.alternate_portals.begin(), s.alternate_portals.end(), p) ==
+                             s.alternate_portals.end()) {
+      s.alternate_portals.push_back(p);
+    }
+  }
   return s;
 }
 
-Result<std::shared_ptr<Session>> OpenSession(IscsiUrl url, const ConnectOptions& options) {
+Result<SessionOptions> DiscoverySessionOptionsFor(const IscsiUrl& url,
+                                                  const ConnectOptions& options) {
+  Result<SessionOptions> so = SessionOptionsFor(url, options);
+  if (so.ok() && !options.transport) so->transport = TransportKind::kTcp;
+  return so;
+}
+
+void AddDiscoveredPortals(const IscsiUrl& url, const ConnectOptions& options, SessionOptions* so) {
+  Result<SessionOptions> discovery = DiscoverySessionOptionsFor(url, options);
+  if (!discovery.ok()) return;
+  discovery->portal = so->portal;
+  Result<std::vector<DiscoveredTarget>> targets = DiscoverTargets(*discovery);
+  if (!targets.ok()) {
+    Log(LogLevel::kDebug, "no portals for recovery from SendTargets at " + so->portal.ToString() +
+                              ": " + targets.status().ToString());
+    return;
+  }
+  std::vector<Portal>& list = so->alternate_portals;
+  for (const DiscoveredTarget& t : *targets) {
+    if (t.name != so->target_name) continue;
+    for (const TargetPortal& p : t.portals) {
+      if (p.portal == so->portal || std::find(list.begin(), list.end(), p.portal) != list.end()) {
+        continue;
+      }
+      list.push_back(p.portal);
+      Log(LogLevel::kDebug, "portal for recovery from SendTargets: " + p.portal.ToString() +
+                                " (portal group " + std::to_string(p.tpgt) + ")");
+    }
+  }
+}
+
+Result<SessionOptions> PrepareSession(IscsiUrl url, const ConnectOptions& options) {
   if (url.target.empty()) {
     return Status::InvalidArgument("the URL " + url.Redacted() +
                                    " names no target: use iscsi://HOST[:PORT]/TARGET-IQN[/LUN]");
   }
   ISER_RETURN_IF_ERROR(ResolveCredentials(&url, options));
   Result<SessionOptions> so = SessionOptionsFor(url, options);
+  if (!so.ok()) return so.status();
+  AddDiscoveredPortals(url, options, &*so);
+  return so;
+}
+
+Result<std::shared_ptr<Session>> OpenSession(IscsiUrl url, const ConnectOptions& options) {
+  Result<SessionOptions> so = PrepareSession(std::move(url), options);
   if (!so.ok()) return so.status();
   Result<std::unique_ptr<Session>> s = Session::Open(*so);
   if (!s.ok()) return s.status();
