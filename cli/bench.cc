@@ -27,6 +27,7 @@
 #include "cli/commands.h"
 #include "cli/json_output.h"
 #include "cli/size.h"
+#include "discovery/seconds.h"
 #include "initiator/base/mutex.h"
 #include "initiator/block/block_device.h"
 
@@ -44,7 +45,7 @@ struct BenchConfig {
   std::string rw = "randread";
   uint32_t bs = 4096;
   uint32_t qd = 32;
-  double seconds = 10;
+  double seconds = 0;  // --time
   bool verify = false;
   bool json = false;
   bool progress = false;
@@ -390,6 +391,7 @@ Result<Workload> ParseWorkload(const std::string& rw) {
 struct BenchArgs {
   std::string url;
   std::string bs = "4k";
+  std::string time = "10";
   std::optional<std::string> size;  // unset: the whole LUN
   BenchConfig cfg;
   bool no_progress = false;
@@ -404,6 +406,10 @@ Result<BenchConfig> ConfigFrom(const BenchArgs& args) {
   Result<uint64_t> bs = ParseSize("--bs", args.bs, 1, kMaxBlockSize);
   if (!bs.ok()) return bs.status();
   cfg.bs = static_cast<uint32_t>(*bs);
+  Result<std::chrono::milliseconds> time =
+      ParseSeconds("--time", args.time, std::chrono::milliseconds(1));
+  if (!time.ok()) return time.status();
+  cfg.seconds = std::chrono::duration<double>(*time).count();
   if (cfg.verify && cfg.bs % kVerifyUnit != 0) {
     return Status::InvalidArgument("--bs '" + args.bs + "': --verify needs a multiple of " +
                                    std::to_string(kVerifyUnit) + " bytes");
@@ -435,11 +441,12 @@ void AddBenchCommand(CLI::App& app, GlobalOptions& g) {
   auto args = std::make_shared<BenchArgs>();
   CLI::App* cmd = app.add_subcommand("bench", "measure IOPS, bandwidth and latency on a LUN");
   AddGlobalOptions(*cmd, g);
+  AddSessionOptions(*cmd, g);
   cmd->add_option("url", args->url, "iscsi:// or iser:// URL of the target (and LUN)")->required();
   cmd->add_option("--rw", args->cfg.rw, "read, write, randread, randwrite or randrw");
   cmd->add_option("--bs", args->bs, "block size per I/O, 1 byte to 64 MiB (e.g. 4k, 512k, 1m)");
   cmd->add_option("--qd", args->cfg.qd, "I/Os in flight")->check(CLI::Range(1, 1023));
-  cmd->add_option("--time", args->cfg.seconds, "seconds to run")->check(CLI::PositiveNumber);
+  cmd->add_option("--time", args->time, "seconds to run (default 10, at most a year)");
   cmd->add_option_function<std::string>(
       "--size", [args](const std::string& size) { args->size = size; },
       "use only the first SIZE bytes of the LUN (at least --bs; e.g. 16m, 1g)");
