@@ -23,6 +23,16 @@ std::string HowToGive(const std::string& hint, const char* env) {
   return (hint.empty() ? std::string() : "give " + hint + ", or ") + "set " + env;
 }
 
+// A portal the session does not know yet goes to the end of its alternates; false if known.
+bool AddAlternatePortal(SessionOptions* so, const Portal& portal) {
+  std::vector<Portal>& list = so->alternate_portals;
+  if (portal == so->portal || std::find(list.begin(), list.end(), portal) != list.end()) {
+    return false;
+  }
+  list.push_back(portal);
+  return true;
+}
+
 }  // namespace
 
 std::string DefaultInitiatorName() {
@@ -93,12 +103,7 @@ Result<SessionOptions> SessionOptionsFor(const IscsiUrl& url, const ConnectOptio
       options.replacement_timeout.value_or(url.replacement_timeout.value_or(s.replacement_timeout));
   s.command_timeout =
       options.command_timeout.value_or(url.command_timeout.value_or(s.command_timeout));
-  for (const Portal& p : url.alternate_portals) {
-    if (p != s.portal && std::find(s.alternate_portals.begin(), s.alternate_portals.end(), p) ==
-                             s.alternate_portals.end()) {
-      s.alternate_portals.push_back(p);
-    }
-  }
+  for (const Portal& p : url.alternate_portals) AddAlternatePortal(&s, p);
   return s;
 }
 
@@ -119,14 +124,10 @@ void AddDiscoveredPortals(const IscsiUrl& url, const ConnectOptions& options, Se
                               ": " + targets.status().ToString());
     return;
   }
-  std::vector<Portal>& list = so->alternate_portals;
   for (const DiscoveredTarget& t : *targets) {
     if (t.name != so->target_name) continue;
     for (const TargetPortal& p : t.portals) {
-      if (p.portal == so->portal || std::find(list.begin(), list.end(), p.portal) != list.end()) {
-        continue;
-      }
-      list.push_back(p.portal);
+      if (!AddAlternatePortal(so, p.portal)) continue;
       Log(LogLevel::kDebug, "portal for recovery from SendTargets: " + p.portal.ToString() +
                                 " (portal group " + std::to_string(p.tpgt) + ")");
     }
