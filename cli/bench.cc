@@ -65,7 +65,8 @@ class Bench {
   Bench(BlockDevice& dev, const BenchConfig& cfg) : dev_(dev), cfg_(cfg) {}
 
   Status Run();
-  void Print(const std::string& target) const;
+  // The summary; the session's stats say how often it recovered during the run.
+  void Print(const std::string& target, const SessionStats& session) const;
   bool verify_failed() const { return bad_units_ > 0; }
 
  private:
@@ -315,7 +316,7 @@ Status Bench::Run() {
   return Status::OK();
 }
 
-void Bench::Print(const std::string& target) const {
+void Bench::Print(const std::string& target, const SessionStats& session) const {
   const uint64_t ios = latency_.count();
   const double iops = static_cast<double>(ios) / elapsed_s_;
   const double mibs = static_cast<double>(bytes_.load()) / elapsed_s_ / (1 << 20);
@@ -327,6 +328,7 @@ void Bench::Print(const std::string& target) const {
   const double cpu_per_io_us = ios > 0 ? cpu / static_cast<double>(ios) * 1e6 : 0;
   const double gib = static_cast<double>(bytes_.load()) / (1 << 30);
   const double cpu_per_gib_ms = gib > 0 ? cpu / gib * 1e3 : 0;
+  const double longest_recovery_s = std::chrono::duration<double>(session.longest_recovery).count();
   if (cfg_.json) {
     Json threads = Json::object();
     for (const auto& [name, seconds] : cpu_by_thread_) threads[name] = seconds;
@@ -351,7 +353,11 @@ void Bench::Print(const std::string& target) const {
                          {"cpu_s_by_thread", std::move(threads)},
                          {"verify", cfg_.verify},
                          {"verified_units", checked_units_},
-                         {"bad_units", bad_units_.load()}};
+                         {"bad_units", bad_units_.load()},
+                         {"recoveries", session.recoveries},
+                         {"longest_recovery_s", longest_recovery_s},
+                         {"replayed_tasks", session.replayed_tasks},
+                         {"retried_commands", session.retried_commands}};
     std::printf("%s\n", DumpJson(report).c_str());
     return;
   }
@@ -371,6 +377,12 @@ void Bench::Print(const std::string& target) const {
   std::printf("  initiator CPU %.2f s (user %.2f, sys %.2f): %.1f us per I/O, %.1f ms per GiB\n",
               cpu, cpu_user_s_, cpu_sys_s_, cpu_per_io_us, cpu_per_gib_ms);
   std::printf("  CPU by thread: %s\n", threads_text.c_str());
+  std::printf(
+      "  session: %llu recoveries (longest %.1f s), %llu tasks replayed, %llu commands "
+      "retried\n",
+      static_cast<unsigned long long>(session.recoveries), longest_recovery_s,
+      static_cast<unsigned long long>(session.replayed_tasks),
+      static_cast<unsigned long long>(session.retried_commands));
   if (cfg_.verify) {
     std::printf("  verify: %llu units of 512 bytes checked, %llu bad%s%s\n",
                 static_cast<unsigned long long>(checked_units_),
@@ -474,7 +486,7 @@ void AddBenchCommand(CLI::App& app, GlobalOptions& g) {
     Status st = bench.Run();
     const std::string target = url->target + " LUN " + std::to_string(*lun);
     if (!st.ok()) throw CLI::RuntimeError(Fail(st));
-    bench.Print(target);
+    bench.Print(target, (*session)->stats());
     dev->reset();
     st = (*session)->Close();
     if (!st.ok()) throw CLI::RuntimeError(Fail(st));
