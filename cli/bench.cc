@@ -27,6 +27,7 @@
 #include "cli/commands.h"
 #include "cli/json_output.h"
 #include "cli/size.h"
+#include "discovery/seconds.h"
 #include "initiator/base/mutex.h"
 #include "initiator/block/block_device.h"
 
@@ -44,7 +45,7 @@ struct BenchConfig {
   std::string rw = "randread";
   uint32_t bs = 4096;
   uint32_t qd = 32;
-  double seconds = 10;
+  double seconds = 0;  // --time
   bool verify = false;
   bool json = false;
   bool progress = false;
@@ -64,7 +65,8 @@ class Bench {
   Bench(BlockDevice& dev, const BenchConfig& cfg) : dev_(dev), cfg_(cfg) {}
 
   Status Run();
-  void Print(const std::string& target) const;
+  // The summary; the session's stats say how often it recovered during the run.
+  void Print(const std::string& target, const SessionStats& session) const;
   bool verify_failed() const { return bad_units_ > 0; }
 
  private:
@@ -314,7 +316,7 @@ Status Bench::Run() {
   return Status::OK();
 }
 
-void Bench::Print(const std::string& target) const {
+void Bench::Print(const std::string& target, const SessionStats& session) const {
   const uint64_t ios = latency_.count();
   const double iops = static_cast<double>(ios) / elapsed_s_;
   const double mibs = static_cast<double>(bytes_.load()) / elapsed_s_ / (1 << 20);
@@ -326,6 +328,7 @@ void Bench::Print(const std::string& target) const {
   const double cpu_per_io_us = ios > 0 ? cpu / static_cast<double>(ios) * 1e6 : 0;
   const double gib = static_cast<double>(bytes_.load()) / (1 << 30);
   const double cpu_per_gib_ms = gib > 0 ? cpu / gib * 1e3 : 0;
+  const double longest_recovery_s = std::chrono::duration<double>(session.longest_recovery).count();
   if (cfg_.json) {
     Json threads = Json::object();
     for (const auto& [name, seconds] : cpu_by_thread_) threads[name] = seconds;
@@ -350,7 +353,11 @@ void Bench::Print(const std::string& target) const {
                          {"cpu_s_by_thread", std::move(threads)},
                          {"verify", cfg_.verify},
                          {"verified_units", checked_units_},
-                         {"bad_units", bad_units_.load()}};
+                         {"bad_units", bad_units_.load()},
+                         {"recoveries", session.recoveries},
+                         {"longest_recovery_s", longest_recovery_s},
+                         {"replayed_tasks", session.replayed_tasks},
+                         {"retried_commands", session.retried_commands}};
     std::printf("%s\n", DumpJson(report).c_str());
     return;
   }
@@ -370,6 +377,12 @@ void Bench::Print(const std::string& target) const {
   std::printf("  initiator CPU %.2f s (user %.2f, sys %.2f): %.1f us per I/O, %.1f ms per GiB\n",
               cpu, cpu_user_s_, cpu_sys_s_, cpu_per_io_us, cpu_per_gib_ms);
   std::printf("  CPU by thread: %s\n", threads_text.c_str());
+  std::printf(
+      "  session: %llu recoveries (longest %.1f s), %llu tasks replayed, %llu commands "
+      "retried\n",
+      static_cast<unsigned long long>(session.recoveries), longest_recovery_s,
+      static_cast<unsigned long long>(session.replayed_tasks),
+      static_cast<unsigned long long>(session.retried_commands));
   if (cfg_.verify) {
     std::printf("  verify: %llu units of 512 bytes checked, %llu bad%s%s\n",
                 static_cast<unsigned long long>(checked_units_),
@@ -390,6 +403,7 @@ Result<Workload> ParseWorkload(const std::string& rw) {
 struct BenchArgs {
   std::string url;
   std::string bs = "4k";
+  std::string time = "10";
   std::optional<std::string> size;  // unset: the whole LUN
   BenchConfig cfg;
   bool no_progress = false;
@@ -404,6 +418,10 @@ Result<BenchConfig> ConfigFrom(const BenchArgs& args) {
   Result<uint64_t> bs = ParseSize("--bs", args.bs, 1, kMaxBlockSize);
   if (!bs.ok()) return bs.status();
   cfg.bs = static_cast<uint32_t>(*bs);
+  Result<std::chrono::milliseconds> time =
+      ParseSeconds("--time", args.time, std::chrono::milliseconds(1));
+  if (!time.ok()) return time.status();
+  cfg.seconds = std::chrono::duration<double>(*time).count();
   if (cfg.verify && cfg.bs % kVerifyUnit != 0) {
     return Status::InvalidArgument("--bs '" + args.bs + "': --verify needs a multiple of " +
                                    std::to_string(kVerifyUnit) + " bytes");
@@ -435,11 +453,12 @@ void AddBenchCommand(CLI::App& app, GlobalOptions& g) {
   auto args = std::make_shared<BenchArgs>();
   CLI::App* cmd = app.add_subcommand("bench", "measure IOPS, bandwidth and latency on a LUN");
   AddGlobalOptions(*cmd, g);
+  AddSessionOptions(*cmd, g);
   cmd->add_option("url", args->url, "iscsi:// or iser:// URL of the target (and LUN)")->required();
   cmd->add_option("--rw", args->cfg.rw, "read, write, randread, randwrite or randrw");
   cmd->add_option("--bs", args->bs, "block size per I/O, 1 byte to 64 MiB (e.g. 4k, 512k, 1m)");
   cmd->add_option("--qd", args->cfg.qd, "I/Os in flight")->check(CLI::Range(1, 1023));
-  cmd->add_option("--time", args->cfg.seconds, "seconds to run")->check(CLI::PositiveNumber);
+  cmd->add_option("--time", args->time, "seconds to run (default 10, at most a year)");
   cmd->add_option_function<std::string>(
       "--size", [args](const std::string& size) { args->size = size; },
       "use only the first SIZE bytes of the LUN (at least --bs; e.g. 16m, 1g)");
@@ -467,7 +486,7 @@ void AddBenchCommand(CLI::App& app, GlobalOptions& g) {
     Status st = bench.Run();
     const std::string target = url->target + " LUN " + std::to_string(*lun);
     if (!st.ok()) throw CLI::RuntimeError(Fail(st));
-    bench.Print(target);
+    bench.Print(target, (*session)->stats());
     dev->reset();
     st = (*session)->Close();
     if (!st.ok()) throw CLI::RuntimeError(Fail(st));

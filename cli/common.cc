@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <fstream>
 
+#include "discovery/seconds.h"
 #include "initiator/base/log.h"
 
 namespace iser::cli {
@@ -51,7 +52,18 @@ void AddGlobalOptions(CLI::App& app, GlobalOptions& g) {
                  "file holding the mutual CHAP secret (else $LIBISCSI_CHAP_TARGET_PASSWORD)");
   app.add_option("-I,--transport", g.transport, "tcp or iser (default: from the URL)")
       ->check(CLI::IsMember({"tcp", "iser"}));
-  app.add_option("--login-timeout", g.login_timeout_s, "seconds to connect and log in");
+  app.add_option("--login-timeout", g.login_timeout, "seconds to connect and log in (default 15)");
+}
+
+void AddSessionOptions(CLI::App& cmd, GlobalOptions& g) {
+  cmd.add_option_function<std::string>(
+      "--replacement-timeout", [&g](const std::string& v) { g.replacement_timeout = v; },
+      "seconds I/O waits for a lost connection to be recovered before it fails; recovery goes "
+      "on (default: the URL's replacement_timeout=, else 120; 0: fail at once)");
+  cmd.add_option_function<std::string>(
+      "--command-timeout", [&g](const std::string& v) { g.command_timeout = v; },
+      "seconds before an unanswered command is aborted and retried (default: the URL's "
+      "command_timeout=, else 30; 0: never)");
 }
 
 namespace {
@@ -80,6 +92,16 @@ Result<std::string> ReadSecret(const std::string& path) {
   std::getline(in, secret);
   if (secret.empty()) return Status::InvalidArgument("secret file " + path + " is empty");
   return secret;
+}
+
+// A duration option that is given only to override the URL's argument.
+Status ParseSetting(const char* name, const std::optional<std::string>& text,
+                    std::optional<std::chrono::milliseconds>* out) {
+  if (!text) return Status::OK();
+  Result<std::chrono::milliseconds> t = ParseSeconds(name, *text);
+  if (!t.ok()) return t.status();
+  *out = *t;
+  return Status::OK();
 }
 
 }  // namespace
@@ -122,8 +144,13 @@ Result<ConnectOptions> MakeConnectOptions(const GlobalOptions& g) {
     if (!s.ok()) return s.status();
     c.target_password = *s;
   }
-  if (g.login_timeout_s <= 0) return Status::InvalidArgument("--login-timeout must be positive");
-  c.login_timeout = std::chrono::milliseconds(static_cast<int64_t>(g.login_timeout_s * 1000));
+  Result<std::chrono::milliseconds> login =
+      ParseSeconds("--login-timeout", g.login_timeout, std::chrono::milliseconds(1));
+  if (!login.ok()) return login.status();
+  c.login_timeout = *login;
+  ISER_RETURN_IF_ERROR(
+      ParseSetting("--replacement-timeout", g.replacement_timeout, &c.replacement_timeout));
+  ISER_RETURN_IF_ERROR(ParseSetting("--command-timeout", g.command_timeout, &c.command_timeout));
   return c;
 }
 

@@ -5,6 +5,7 @@
 #include <CLI/CLI.hpp>
 
 #include <cstdint>
+#include <optional>
 #include <string>
 
 #include "discovery/connect.h"
@@ -35,13 +36,18 @@ struct GlobalOptions {
   std::string password_file;         // CHAP secret (initiator to target)
   std::string target_password_file;  // mutual CHAP secret
   std::string transport;             // "", "tcp" or "iser"
-  double login_timeout_s = 15;
+  std::string login_timeout = "15";  // seconds
+  // Session recovery (AddSessionOptions); unset: the URL's argument, else the default.
+  std::optional<std::string> replacement_timeout;
+  std::optional<std::string> command_timeout;
 };
 
 void AddGlobalOptions(CLI::App& app, GlobalOptions& g);
+// The options of the subcommands that open a normal session (recovery settings), into g.
+void AddSessionOptions(CLI::App& cmd, GlobalOptions& g);
 // Applies --log-level/--verbose to spdlog and the library's log sink.
 void SetupLogging(const GlobalOptions& g);
-// ConnectOptions from the global options (reads the password files).
+// ConnectOptions from the global options (reads the password files, checks the durations).
 Result<ConnectOptions> MakeConnectOptions(const GlobalOptions& g);
 
 // Accepts a URL (iscsi://, iser://) or a bare portal "HOST[:PORT]".

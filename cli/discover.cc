@@ -12,10 +12,8 @@ Result<std::vector<DiscoveredTarget>> Discover(const IscsiUrl& portal_url,
                                                const ConnectOptions& c) {
   IscsiUrl url = portal_url;
   ISER_RETURN_IF_ERROR(ResolveCredentials(&url, c));
-  Result<SessionOptions> so = SessionOptionsFor(url, c);
+  Result<SessionOptions> so = DiscoverySessionOptionsFor(url, c);
   if (!so.ok()) return so.status();
-  // Discovery always runs over TCP unless -I iser asks for an iSER discovery session.
-  if (!c.transport) so->transport = TransportKind::kTcp;
   return DiscoverTargets(*so);
 }
 

@@ -91,6 +91,7 @@ void AddLsCommand(CLI::App& app, GlobalOptions& g) {
   auto args = std::make_shared<Args>();
   CLI::App* cmd = app.add_subcommand("ls", "list targets and LUNs with their properties");
   AddGlobalOptions(*cmd, g);
+  AddSessionOptions(*cmd, g);
   cmd->add_option("url", args->where, "iscsi:// or iser:// URL, or a portal HOST[:PORT]")
       ->required();
   cmd->add_flag("--json", args->json, "print JSON");

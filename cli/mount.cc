@@ -14,6 +14,7 @@ void AddMountCommand(CLI::App& app, GlobalOptions& g) {
   CLI::App* cmd = app.add_subcommand(
       "mount", "expose the LUNs of a target as files (lun1, lun2, ...) in a FUSE mount");
   AddGlobalOptions(*cmd, g);
+  AddSessionOptions(*cmd, g);
   cmd->add_option("url", args->url, "iscsi:// or iser:// URL of the target (and LUN)")->required();
   cmd->add_option("mountpoint", args->mount.mountpoint, "an existing, empty directory")->required();
   cmd->add_flag("-f,--foreground", args->mount.foreground, "stay in the foreground");

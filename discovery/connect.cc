@@ -2,10 +2,13 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <fstream>
 
+#include "discovery/discovery.h"
 #include "initiator/base/crc32c.h"
+#include "initiator/base/log.h"
 
 namespace iser {
 
@@ -18,6 +21,16 @@ std::string Env(const char* name) {
 
 std::string HowToGive(const std::string& hint, const char* env) {
   return (hint.empty() ? std::string() : "give " + hint + ", or ") + "set " + env;
+}
+
+// A portal the session does not know yet goes to the end of its alternates; false if known.
+bool AddAlternatePortal(SessionOptions* so, const Portal& portal) {
+  std::vector<Portal>& list = so->alternate_portals;
+  if (portal == so->portal || std::find(list.begin(), list.end(), portal) != list.end()) {
+    return false;
+  }
+  list.push_back(portal);
+  return true;
 }
 
 }  // namespace
@@ -86,16 +99,55 @@ Result<SessionOptions> SessionOptionsFor(const IscsiUrl& url, const ConnectOptio
   s.login_timeout = options.login_timeout;
   s.nop_interval = options.nop_interval;
   s.nop_timeout = options.nop_timeout;
+  s.replacement_timeout =
+      options.replacement_timeout.value_or(url.replacement_timeout.value_or(s.replacement_timeout));
+  s.command_timeout =
+      options.command_timeout.value_or(url.command_timeout.value_or(s.command_timeout));
+  for (const Portal& p : url.alternate_portals) AddAlternatePortal(&s, p);
   return s;
 }
 
-Result<std::shared_ptr<Session>> OpenSession(IscsiUrl url, const ConnectOptions& options) {
+Result<SessionOptions> DiscoverySessionOptionsFor(const IscsiUrl& url,
+                                                  const ConnectOptions& options) {
+  Result<SessionOptions> so = SessionOptionsFor(url, options);
+  if (so.ok() && !options.transport) so->transport = TransportKind::kTcp;
+  return so;
+}
+
+void AddDiscoveredPortals(const IscsiUrl& url, const ConnectOptions& options, SessionOptions* so) {
+  Result<SessionOptions> discovery = DiscoverySessionOptionsFor(url, options);
+  if (!discovery.ok()) return;
+  discovery->portal = so->portal;
+  Result<std::vector<DiscoveredTarget>> targets = DiscoverTargets(*discovery);
+  if (!targets.ok()) {
+    Log(LogLevel::kDebug, "no portals for recovery from SendTargets at " + so->portal.ToString() +
+                              ": " + targets.status().ToString());
+    return;
+  }
+  for (const DiscoveredTarget& t : *targets) {
+    if (t.name != so->target_name) continue;
+    for (const TargetPortal& p : t.portals) {
+      if (!AddAlternatePortal(so, p.portal)) continue;
+      Log(LogLevel::kDebug, "portal for recovery from SendTargets: " + p.portal.ToString() +
+                                " (portal group " + std::to_string(p.tpgt) + ")");
+    }
+  }
+}
+
+Result<SessionOptions> PrepareSession(IscsiUrl url, const ConnectOptions& options) {
   if (url.target.empty()) {
     return Status::InvalidArgument("the URL " + url.Redacted() +
                                    " names no target: use iscsi://HOST[:PORT]/TARGET-IQN[/LUN]");
   }
   ISER_RETURN_IF_ERROR(ResolveCredentials(&url, options));
   Result<SessionOptions> so = SessionOptionsFor(url, options);
+  if (!so.ok()) return so.status();
+  AddDiscoveredPortals(url, options, &*so);
+  return so;
+}
+
+Result<std::shared_ptr<Session>> OpenSession(IscsiUrl url, const ConnectOptions& options) {
+  Result<SessionOptions> so = PrepareSession(std::move(url), options);
   if (!so.ok()) return so.status();
   Result<std::unique_ptr<Session>> s = Session::Open(*so);
   if (!s.ok()) return s.status();

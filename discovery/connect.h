@@ -8,6 +8,12 @@
 // LIBISCSI_CHAP_TARGET_PASSWORD) or from ConnectOptions (the CLI reads it from a file, nbdkit from
 // nbdkit_read_password). LIBISCSI_CHAP_USERNAME / LIBISCSI_CHAP_TARGET_USERNAME supply users the
 // URL leaves out.
+//
+// Recovery settings (docs/recovery.md, "Settings"): replacement_timeout and command_timeout come
+// from ConnectOptions (a command-line option or nbdkit parameter), else from the URL's arguments,
+// else SessionOptions' defaults. The portals recovery tries after the URL's are the URL's portal=
+// arguments, then every other portal a SendTargets discovery at the URL's portal reports for the
+// target.
 #pragma once
 
 #include <chrono>
@@ -33,6 +39,9 @@ struct ConnectOptions {
   std::chrono::milliseconds login_timeout{15000};
   std::chrono::milliseconds nop_interval{5000};
   std::chrono::milliseconds nop_timeout{5000};
+  // Unset: the URL's argument, else SessionOptions' default.
+  std::optional<std::chrono::milliseconds> replacement_timeout;
+  std::optional<std::chrono::milliseconds> command_timeout;
 };
 
 // $ISER_CONNECT_INITIATOR_NAME, else a stable name from the host:
@@ -42,10 +51,25 @@ std::string DefaultInitiatorName();
 // Fills user/password fields the URL leaves empty from options and the environment.
 Status ResolveCredentials(IscsiUrl* url, const ConnectOptions& options);
 
-// The session options for a normal session to the URL's target (which must be set).
+// The session options for a normal session to the URL's target (which must be set); the
+// alternate portals are the URL's portal= arguments.
 Result<SessionOptions> SessionOptionsFor(const IscsiUrl& url, const ConnectOptions& options);
 
-// ResolveCredentials + SessionOptionsFor + Session::Open.
+// The session options for a Discovery session at the URL's portal. It runs over TCP, as
+// iscsiadm's does, unless options.transport asks for iSER explicitly.
+Result<SessionOptions> DiscoverySessionOptionsFor(const IscsiUrl& url,
+                                                  const ConnectOptions& options);
+
+// With the url's credentials resolved (ResolveCredentials): appends to so->alternate_portals every
+// portal that SendTargets at so->portal reports for so->target_name (all portal groups), except
+// so->portal and those already listed. A discovery that fails adds nothing (logged at debug level):
+// the session may still open. Takes one Discovery session, bounded by so->login_timeout.
+void AddDiscoveredPortals(const IscsiUrl& url, const ConnectOptions& options, SessionOptions* so);
+
+// ResolveCredentials + SessionOptionsFor + AddDiscoveredPortals: what OpenSession opens.
+Result<SessionOptions> PrepareSession(IscsiUrl url, const ConnectOptions& options);
+
+// PrepareSession + Session::Open.
 Result<std::shared_ptr<Session>> OpenSession(IscsiUrl url, const ConnectOptions& options);
 
 }  // namespace iser

@@ -4,6 +4,8 @@
 #include <cctype>
 #include <cstdlib>
 
+#include "discovery/seconds.h"
+
 namespace iser {
 
 namespace {
@@ -45,6 +47,14 @@ Result<std::vector<DigestType>> ParseDigestArg(std::string_view v, const char* n
                                  "' (use none, crc32c, crc32c-none or none-crc32c)");
 }
 
+// The argument text ParseDigestArg reads back as `order`.
+std::string DigestArgText(const std::vector<DigestType>& order) {
+  std::string s;
+  for (DigestType d : order)
+    s.append(s.empty() ? "" : "-").append(d == DigestType::kNone ? "none" : "crc32c");
+  return s;
+}
+
 // Error messages quote the URL, and they end up in logs: the password must not.
 std::string WithoutPassword(std::string_view text) {
   std::string out(text);
@@ -73,6 +83,22 @@ std::string IscsiUrl::Redacted() const {
   s.append(portal.ToString());
   if (!target.empty()) s.append("/").append(target);
   if (lun) s.append("/").append(std::to_string(*lun));
+  std::vector<std::string> args;
+  if (!target_user.empty()) args.push_back("target_user=" + target_user);
+  if (!target_password.empty()) args.push_back("target_password=***");
+  if (header_digest) args.push_back("header_digest=" + DigestArgText(*header_digest));
+  if (data_digest) args.push_back("data_digest=" + DigestArgText(*data_digest));
+  if (!auth.empty()) {
+    std::string list;
+    for (ChapAlgorithm a : auth) list.append(list.empty() ? "" : ",").append(ChapAlgorithmName(a));
+    args.push_back("auth=" + list);
+  }
+  if (replacement_timeout) {
+    args.push_back("replacement_timeout=" + FormatSeconds(*replacement_timeout));
+  }
+  if (command_timeout) args.push_back("command_timeout=" + FormatSeconds(*command_timeout));
+  for (const Portal& p : alternate_portals) args.push_back("portal=" + p.ToString());
+  for (size_t i = 0; i < args.size(); ++i) s.append(i == 0 ? "?" : "&").append(args[i]);
   return s;
 }
 
@@ -141,7 +167,7 @@ Result<IscsiUrl> ParseIscsiUrl(std::string_view text) {
     if (arg.empty()) continue;
     const size_t eq = arg.find('=');
     const std::string name(arg.substr(0, eq));
-    if (std::find(seen.begin(), seen.end(), name) != seen.end()) {
+    if (name != "portal" && std::find(seen.begin(), seen.end(), name) != seen.end()) {
       return bad("argument '" + name + "' given twice");
     }
     seen.push_back(name);
@@ -165,9 +191,18 @@ Result<IscsiUrl> ParseIscsiUrl(std::string_view text) {
       Result<std::vector<ChapAlgorithm>> list = ParseChapAlgorithmList(*value);
       if (!list.ok()) return bad("auth: " + list.status().message());
       url.auth = std::move(*list);
+    } else if (name == "replacement_timeout" || name == "command_timeout") {
+      Result<std::chrono::milliseconds> t = ParseSeconds(name, *value);
+      if (!t.ok()) return bad(t.status().message());
+      (name == "replacement_timeout" ? url.replacement_timeout : url.command_timeout) = *t;
+    } else if (name == "portal") {
+      Result<Portal> p = ParsePortal(*value);
+      if (!p.ok()) return bad("portal '" + *value + "': " + p.status().message());
+      url.alternate_portals.push_back(*p);
     } else {
       return bad("unknown argument '" + name +
-                 "' (known: target_user, target_password, header_digest, data_digest, auth, iser)");
+                 "' (known: target_user, target_password, header_digest, data_digest, auth, iser, "
+                 "replacement_timeout, command_timeout, portal)");
     }
   }
   return url;

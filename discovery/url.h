@@ -4,11 +4,16 @@
 // host is a name, an IPv4 address or an IPv6 address in brackets; port defaults to 3260.
 // Arguments: target_user, target_password (mutual CHAP), header_digest=crc32c|none|crc32c-none|
 // none-crc32c, data_digest=(same), auth=<CHAP algorithms, comma list in order of preference:
-// md5, sha1, sha-256, sha3-256>, iser (no value). Unknown arguments, duplicate arguments, a bad
-// port, a LUN that is not a number and percent-escapes that are malformed are InvalidArgument
-// errors naming the offending part. User, password and target name are percent-decoded.
+// md5, sha1, sha-256, sha3-256>, iser (no value); for session recovery (docs/recovery.md,
+// "Settings"): replacement_timeout=SECONDS, command_timeout=SECONDS (discovery/seconds.h: e.g. 30
+// or 0.5, at most a year) and portal=HOST[:PORT], which may be repeated: more portals of the same
+// target, tried in turn when recovering. Unknown arguments, arguments given twice (all but
+// portal), a bad port, a LUN that is not a number and percent-escapes that are malformed are
+// InvalidArgument errors naming the offending part. User, password, target name and argument
+// values are percent-decoded.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -34,8 +39,12 @@ struct IscsiUrl {
   std::optional<std::vector<DigestType>> header_digest;  // preference order
   std::optional<std::vector<DigestType>> data_digest;
   std::vector<ChapAlgorithm> auth;  // empty: kDefaultChapAlgorithms
+  // Unset: ConnectOptions or SessionOptions decide (discovery/connect.h).
+  std::optional<std::chrono::milliseconds> replacement_timeout;
+  std::optional<std::chrono::milliseconds> command_timeout;
+  std::vector<Portal> alternate_portals;  // portal= arguments, in their order
 
-  // The URL with passwords replaced by "***", for logs and messages.
+  // The URL with its arguments and passwords replaced by "***", for logs and messages.
   std::string Redacted() const;
 };
 

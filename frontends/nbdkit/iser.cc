@@ -31,6 +31,7 @@
 #include <vector>
 
 #include "discovery/connect.h"
+#include "discovery/seconds.h"
 #include "discovery/url.h"
 #include "initiator/base/log.h"
 #include "initiator/base/mutex.h"
@@ -201,6 +202,13 @@ int IserConfig(const char* key, const char* value) {
       return -1;
     }
     g_connect.login_timeout = std::chrono::seconds(seconds);
+  } else if (k == "replacement_timeout" || k == "command_timeout") {
+    Result<std::chrono::milliseconds> t = iser::ParseSeconds(k, value);
+    if (!t.ok()) {
+      nbdkit_error("%s", t.status().message().c_str());
+      return -1;
+    }
+    (k == "replacement_timeout" ? g_connect.replacement_timeout : g_connect.command_timeout) = *t;
   } else {
     nbdkit_error("unknown parameter '%s' (see nbdkit iser --help)", key);
     return -1;
@@ -502,7 +510,12 @@ constexpr char kConfigHelp[] =
     "target-password=SECRET  Mutual CHAP secret, read like password=.\n"
     "digest=crc32c|none|crc32c-none|none-crc32c  Header and data digests (default none).\n"
     "transport=tcp|iser   Override the transport the URL scheme selects.\n"
-    "timeout=SECONDS      Time allowed to connect and log in (default 15).";
+    "timeout=SECONDS      Time allowed to connect and log in (default 15).\n"
+    "replacement_timeout=SECONDS  How long I/O waits for a lost connection to be\n"
+    "                     recovered before it fails; recovery goes on (default: the\n"
+    "                     URL's, else 120; 0: fail at once).\n"
+    "command_timeout=SECONDS  An unanswered command is aborted and retried after this\n"
+    "                     long (default: the URL's, else 30; 0: never).";
 
 struct nbdkit_plugin MakePlugin() {
   struct nbdkit_plugin p = {};

@@ -42,9 +42,17 @@ out=$(timeout 60 "$cli" bench "iscsi://$portal/$iqn/1" --rw randwrite --bs 4k --
 echo "$out"
 check "bench randwrite --verify checks data and finds none bad" python3 -c '
 import json,sys; d=json.loads(sys.argv[1]); assert d["ios"]>0 and d["verified_units"]>0 and d["bad_units"]==0' "$out"
+# tgtd greets each new login with UNIT ATTENTION 29/00, which the session retries: retried
+# commands need not be 0.
+check "bench --json reports the session's recoveries: none on a steady target" python3 -c '
+import json,sys; d=json.loads(sys.argv[1])
+assert d["recoveries"]==0 and d["longest_recovery_s"]==0 and d["replayed_tasks"]==0, d
+assert isinstance(d["retried_commands"], int), d' "$out"
 out=$(timeout 60 "$cli" bench "iscsi://$portal/$iqn/2" --rw read --bs 512k --qd 8 --time 2 --verify --size 16m)
 echo "$out"
 check "bench read --verify on the 4 KiB LUN" grep -q "0 bad" <<<"$out"
+check "bench prints the session's recoveries" \
+  grep -Eq "session: 0 recoveries \(longest 0.0 s\), 0 tasks replayed, [0-9]+ commands retried" <<<"$out"
 
 out=$(timeout 60 "$cli" bench "iscsi://$portal/$iqn/1" --rw randrw --bs 4k --qd 32 --time 2 --verify --json)
 echo "$out"
@@ -77,6 +85,37 @@ expect_exit 7 "bs '4k4': unknown unit" "$cli" bench "$unused" --bs 4k4
 expect_exit 7 "bs '1000': --verify needs a multiple of 512" "$cli" bench "$unused" --bs 1000 --verify
 expect_exit 7 "qd: Value -1 not in range" "$cli" bench "$unused" --qd -1
 expect_exit 7 "size '17179869184g': too large" "$cli" bench "iscsi://$portal/$iqn/1" --size 17179869184g
+
+# Durations (--time, --login-timeout and the recovery settings, as options and as URL
+# arguments) are checked before connecting too, by the same parser, on every subcommand that
+# opens a session.
+temp_dir mnt cli-mount
+expect_exit 7 "time '1e300': not a number of seconds" "$cli" bench "$unused" --time 1e300
+expect_exit 7 "time '0': must be between 0.001 and 31536000 seconds" "$cli" bench "$unused" --time 0
+expect_exit 7 "time '31536001': must be between" "$cli" bench "$unused" --time 31536001
+expect_exit 7 "login-timeout '1e300': not a number of seconds" "$cli" ls "$unused" --login-timeout 1e300
+for sub in ls bench mount; do
+  args=("$unused")
+  [ $sub != mount ] || args+=("$mnt")
+  expect_exit 7 "replacement-timeout '-1': not a number of seconds" \
+    "$cli" $sub "${args[@]}" --replacement-timeout -1
+  expect_exit 7 "command-timeout '1e300': not a number of seconds" \
+    "$cli" $sub "${args[@]}" --command-timeout 1e300
+  expect_exit 7 "replacement-timeout '31536000.5': must be between 0 and 31536000 seconds" \
+    "$cli" $sub "${args[@]}" --replacement-timeout 31536000.5
+  expect_exit 7 "command_timeout 'x': not a number of seconds" \
+    "$cli" $sub "$unused?command_timeout=x" "${args[@]:1}"
+  expect_exit 7 "argument 'replacement_timeout' given twice" \
+    "$cli" $sub "$unused?replacement_timeout=1&replacement_timeout=2" "${args[@]:1}"
+  expect_exit 7 "portal 'h:0'" "$cli" $sub "$unused?portal=h:0" "${args[@]:1}"
+  help=$("$cli" $sub --help)
+  check "$sub --help documents --replacement-timeout" grep -q -- "--replacement-timeout.*default" <<<"$help"
+  check "$sub --help documents --command-timeout" grep -q -- "--command-timeout.*default" <<<"$help"
+done
+expect_exit 5 "refused" "$cli" ls "$unused?replacement_timeout=0.5&portal=127.0.0.1:$(tgt_free_port)" \
+  --replacement-timeout 0 --command-timeout 2.5
+expect_exit 5 "refused" "$cli" bench "$unused" --time 0.5 --replacement-timeout 3 --command-timeout 0
+expect_exit 7 "not expected.*--replacement-timeout" "$cli" discover -p "$portal" --replacement-timeout 3
 
 LIBISCSI_CHAP_PASSWORD=alice-secret-1 check "CHAP login with the default algorithm and the password from the environment" \
   timeout 30 "$cli" ls "iscsi://alice@$portal/$iqn-chap/1"

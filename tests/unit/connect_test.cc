@@ -1,4 +1,5 @@
 // ResolveCredentials: where CHAP secrets come from, and what the error says when one is missing.
+// SessionOptionsFor: which recovery settings win, and the portals recovery tries.
 #include <gtest/gtest.h>
 
 #include <cstdlib>
@@ -57,6 +58,45 @@ TEST_F(ResolveCredentialsTest, PasswordFromTheEnvironment) {
   url.user = "alice";
   ASSERT_TRUE(ResolveCredentials(&url, ConnectOptions()).ok());
   EXPECT_EQ(url.password, "from-env");
+}
+
+// An option (command line, nbdkit parameter) beats the URL's argument, which beats the default.
+TEST(SessionOptionsFor, RecoverySettingsPrecedence) {
+  Result<IscsiUrl> url = ParseIscsiUrl("iscsi://h/iqn.x?replacement_timeout=5&command_timeout=7");
+  ASSERT_TRUE(url.ok());
+  ConnectOptions options;
+  options.initiator_name = "iqn.2026-11.test:i";
+  Result<SessionOptions> so = SessionOptionsFor(*url, options);
+  ASSERT_TRUE(so.ok());
+  EXPECT_EQ(so->replacement_timeout, std::chrono::seconds(5));
+  EXPECT_EQ(so->command_timeout, std::chrono::seconds(7));
+
+  options.replacement_timeout = std::chrono::milliseconds(0);
+  options.command_timeout = std::chrono::milliseconds(1500);
+  so = SessionOptionsFor(*url, options);
+  ASSERT_TRUE(so.ok());
+  EXPECT_EQ(so->replacement_timeout, std::chrono::milliseconds(0));
+  EXPECT_EQ(so->command_timeout, std::chrono::milliseconds(1500));
+
+  url = ParseIscsiUrl("iscsi://h/iqn.x");
+  ASSERT_TRUE(url.ok());
+  so = SessionOptionsFor(*url, ConnectOptions());
+  ASSERT_TRUE(so.ok());
+  EXPECT_EQ(so->replacement_timeout, SessionOptions().replacement_timeout);
+  EXPECT_EQ(so->command_timeout, SessionOptions().command_timeout);
+  EXPECT_EQ(so->replacement_timeout, std::chrono::seconds(120)) << "open-iscsi's default";
+  EXPECT_EQ(so->command_timeout, std::chrono::seconds(30)) << "Linux's SCSI command timeout";
+}
+
+// The URL's portal= list, in order, without the URL's own portal and without repeats.
+TEST(SessionOptionsFor, UrlPortalsBecomeAlternatePortals) {
+  Result<IscsiUrl> url = ParseIscsiUrl(
+      "iscsi://h:3261/iqn.x?portal=h2&portal=h:3261&portal=[fec0::1]:3262&portal=h2:3260");
+  ASSERT_TRUE(url.ok()) << url.status().ToString();
+  Result<SessionOptions> so = SessionOptionsFor(*url, ConnectOptions());
+  ASSERT_TRUE(so.ok());
+  EXPECT_EQ(so->portal, (Portal{"h", 3261}));
+  EXPECT_EQ(so->alternate_portals, (std::vector<Portal>{{"h2", 3260}, {"fec0::1", 3262}}));
 }
 
 }  // namespace

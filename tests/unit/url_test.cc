@@ -25,7 +25,9 @@ TEST(Url, FullLibiscsiForm) {
   ASSERT_TRUE(u->header_digest);
   EXPECT_EQ(*u->header_digest, (std::vector<DigestType>{DigestType::kCrc32c, DigestType::kNone}));
   EXPECT_EQ(u->auth, (std::vector<ChapAlgorithm>{ChapAlgorithm::kSha256, ChapAlgorithm::kMd5}));
-  EXPECT_EQ(u->Redacted(), "iscsi://alice%***@192.0.2.1:3261/iqn.2026-11.example:disk/3");
+  EXPECT_EQ(u->Redacted(),
+            "iscsi://alice%***@192.0.2.1:3261/iqn.2026-11.example:disk/3"
+            "?target_user=tgt&target_password=***&header_digest=crc32c-none&auth=SHA256,MD5");
 }
 
 TEST(Url, PortalOnlyDefaultPortAndIser) {
@@ -145,6 +147,56 @@ TEST(Url, EachArgumentAndLunBounds) {
   EXPECT_FALSE(ParseIscsiUrl("iscsi://h/iqn.x/1?iser=1").ok());
   EXPECT_FALSE(ParseIscsiUrl("iscsi://h//1").ok()) << "a LUN without a target";
   EXPECT_FALSE(ParseIscsiUrl("iscsi://h:/iqn.x").ok());
+}
+
+TEST(Url, RecoverySettings) {
+  Result<IscsiUrl> u = ParseIscsiUrl(
+      "iscsi://h/iqn.x/1?replacement_timeout=0.5&command_timeout=10&portal=192.0.2.2:3261"
+      "&portal=%5Bfec0::2%5D&portal=h2");
+  ASSERT_TRUE(u.ok()) << u.status().ToString();
+  EXPECT_EQ(u->replacement_timeout, std::chrono::milliseconds(500));
+  EXPECT_EQ(u->command_timeout, std::chrono::seconds(10));
+  EXPECT_EQ(u->alternate_portals,
+            (std::vector<Portal>{{"192.0.2.2", 3261}, {"fec0::2", 3260}, {"h2", 3260}}));
+  EXPECT_EQ(u->Redacted(),
+            "iscsi://h:3260/iqn.x/1?replacement_timeout=0.5&command_timeout=10"
+            "&portal=192.0.2.2:3261&portal=[fec0::2]:3260&portal=h2:3260");
+  u = ParseIscsiUrl("iscsi://h/iqn.x?replacement_timeout=0&command_timeout=0");
+  ASSERT_TRUE(u.ok()) << u.status().ToString();
+  EXPECT_EQ(u->replacement_timeout, std::chrono::milliseconds(0)) << "0: fail I/O at once";
+  EXPECT_EQ(u->command_timeout, std::chrono::milliseconds(0));
+  u = ParseIscsiUrl("iscsi://h/iqn.x");
+  ASSERT_TRUE(u.ok());
+  EXPECT_FALSE(u->replacement_timeout) << "unset: the options or the default decide";
+  EXPECT_FALSE(u->command_timeout);
+  EXPECT_TRUE(u->alternate_portals.empty());
+}
+
+TEST(Url, BadRecoverySettingsNameTheArgumentAndTheValue) {
+  auto message = [](const std::string& url) { return ParseIscsiUrl(url).status().message(); };
+  EXPECT_EQ(message("iscsi://h/iqn.x?replacement_timeout=-1"),
+            "bad URL 'iscsi://h/iqn.x?replacement_timeout=-1': replacement_timeout '-1': not a "
+            "number of seconds (digits with an optional fraction, e.g. 30 or 0.5)");
+  EXPECT_EQ(message("iscsi://h/iqn.x?command_timeout=1e300"),
+            "bad URL 'iscsi://h/iqn.x?command_timeout=1e300': command_timeout '1e300': not a "
+            "number of seconds (digits with an optional fraction, e.g. 30 or 0.5)");
+  EXPECT_EQ(message("iscsi://h/iqn.x?command_timeout=99999999999"),
+            "bad URL 'iscsi://h/iqn.x?command_timeout=99999999999': command_timeout "
+            "'99999999999': must be between 0 and 31536000 seconds");
+  EXPECT_NE(message("iscsi://h/iqn.x?replacement_timeout=").find("replacement_timeout ''"),
+            std::string::npos);
+  EXPECT_NE(message("iscsi://h/iqn.x?replacement_timeout").find("needs a value"),
+            std::string::npos);
+  EXPECT_NE(message("iscsi://h/iqn.x?replacement_timeout=1&replacement_timeout=2")
+                .find("argument 'replacement_timeout' given twice"),
+            std::string::npos);
+  EXPECT_NE(message("iscsi://h/iqn.x?command_timeout=1&command_timeout=1")
+                .find("argument 'command_timeout' given twice"),
+            std::string::npos);
+  EXPECT_NE(message("iscsi://h/iqn.x?portal=h2:0").find("portal 'h2:0'"), std::string::npos);
+  EXPECT_NE(message("iscsi://h/iqn.x?portal=").find("portal ''"), std::string::npos);
+  EXPECT_NE(message("iscsi://h/iqn.x?portal=[fec0::1").find("portal '[fec0::1'"),
+            std::string::npos);
 }
 
 }  // namespace
