@@ -134,23 +134,35 @@ void AddDiscoveredPortals(const IscsiUrl& url, const ConnectOptions& options, Se
   }
 }
 
-Result<SessionOptions> PrepareSession(IscsiUrl url, const ConnectOptions& options) {
-  if (url.target.empty()) {
-    return Status::InvalidArgument("the URL " + url.Redacted() +
+namespace {
+
+Result<SessionOptions> OptionsWithoutDiscovery(IscsiUrl* url, const ConnectOptions& options) {
+  if (url->target.empty()) {
+    return Status::InvalidArgument("the URL " + url->Redacted() +
                                    " names no target: use iscsi://HOST[:PORT]/TARGET-IQN[/LUN]");
   }
-  ISER_RETURN_IF_ERROR(ResolveCredentials(&url, options));
-  Result<SessionOptions> so = SessionOptionsFor(url, options);
+  ISER_RETURN_IF_ERROR(ResolveCredentials(url, options));
+  return SessionOptionsFor(*url, options);
+}
+
+}  // namespace
+
+Result<SessionOptions> PrepareSession(IscsiUrl url, const ConnectOptions& options) {
+  Result<SessionOptions> so = OptionsWithoutDiscovery(&url, options);
   if (!so.ok()) return so.status();
   AddDiscoveredPortals(url, options, &*so);
   return so;
 }
 
 Result<std::shared_ptr<Session>> OpenSession(IscsiUrl url, const ConnectOptions& options) {
-  Result<SessionOptions> so = PrepareSession(std::move(url), options);
+  Result<SessionOptions> so = OptionsWithoutDiscovery(&url, options);
   if (!so.ok()) return so.status();
   Result<std::unique_ptr<Session>> s = Session::Open(*so);
   if (!s.ok()) return s.status();
+  // Discovery after the login: a portal that does not answer costs one login timeout, not two,
+  // and the session needs the extra portals only once it has to recover.
+  AddDiscoveredPortals(url, options, &*so);
+  (*s)->AddAlternatePortals(so->alternate_portals);
   return std::shared_ptr<Session>(std::move(*s));
 }
 

@@ -69,7 +69,8 @@ void AddDiscoveredPortals(const IscsiUrl& url, const ConnectOptions& options, Se
 // ResolveCredentials + SessionOptionsFor + AddDiscoveredPortals: what OpenSession opens.
 Result<SessionOptions> PrepareSession(IscsiUrl url, const ConnectOptions& options);
 
-// PrepareSession + Session::Open.
+// The same as PrepareSession + Session::Open, but the discovery runs after the login succeeded
+// (its portals reach the session through Session::AddAlternatePortals).
 Result<std::shared_ptr<Session>> OpenSession(IscsiUrl url, const ConnectOptions& options);
 
 }  // namespace iser

@@ -40,6 +40,11 @@ const char* NotReplayable(const Task& t) {
 
 }  // namespace
 
+void Session::AddAlternatePortals(const std::vector<Portal>& portals) {
+  MutexLock lock(&submit_mu_);
+  added_portals_.insert(added_portals_.end(), portals.begin(), portals.end());
+}
+
 void Session::StopRecovery() {
   {
     MutexLock lock(&submit_mu_);
@@ -154,7 +159,12 @@ void Session::Recover() {
 
   std::vector<Portal> portals{options_.portal};
   if (!(portal_ == options_.portal)) portals.push_back(portal_);
-  for (const Portal& p : options_.alternate_portals) {
+  std::vector<Portal> alternates = options_.alternate_portals;
+  {
+    MutexLock lock(&submit_mu_);
+    alternates.insert(alternates.end(), added_portals_.begin(), added_portals_.end());
+  }
+  for (const Portal& p : alternates) {
     if (std::find(portals.begin(), portals.end(), p) == portals.end()) portals.push_back(p);
   }
 

@@ -93,6 +93,9 @@ class Session final : private DatamoverEvents {
   // Logged in now (not recovering, not failed, not closed).
   bool healthy() const { return !failed_.load(); }
   SessionStats stats() const;
+  // More portals of this target for recovery to try, after SessionOptions::alternate_portals
+  // (e.g. what a SendTargets discovery reported once the session was up). Any thread.
+  void AddAlternatePortals(const std::vector<Portal>& portals);
   // Counts UNIT ATTENTIONs "capacity data has changed": a frontend that caches the LUN's size
   // reads it again when this moves.
   uint64_t capacity_changes() const { return capacity_changes_.load(); }
@@ -180,6 +183,7 @@ class Session final : private DatamoverEvents {
   Status loss_ ISER_GUARDED_BY(submit_mu_);            // why the connection was lost
   std::chrono::seconds loss_time2wait_ ISER_GUARDED_BY(submit_mu_){0};
   SessionStats stats_ ISER_GUARDED_BY(submit_mu_);
+  std::vector<Portal> added_portals_ ISER_GUARDED_BY(submit_mu_);
   std::thread recovery_thread_;
 
   // I/O thread state (the recovery thread's while no I/O thread runs).

@@ -273,6 +273,19 @@ TEST_F(SessionRecoveryTest, AnotherPortalIsTriedWhenTheFirstStaysAway) {
   EXPECT_NE(session_->stats().portal.find("192.0.2.2"), std::string::npos);
 }
 
+TEST_F(SessionRecoveryTest, PortalsAddedAfterOpenAreTriedToo) {
+  SessionOptions o = RecoveringOptions();
+  fake_.options().connect_result = [](int n) {
+    return n == 2 ? Status::ConnectionFailed("connection refused (test)") : Status::OK();
+  };
+  Open(o);
+  session_->AddAlternatePortals({{"192.0.2.3", 3261}});
+  LoseConnection();
+  ASSERT_TRUE(WaitForRecoveries(1));
+  ASSERT_EQ(fake_.portals().size(), 3u);
+  EXPECT_EQ(fake_.portals()[2], "192.0.2.3:3261");
+}
+
 TEST_F(SessionRecoveryTest, CloseDuringRecoveryFailsTheWaitingTasksAndReturns) {
   SessionOptions o = RecoveringOptions();
   fake_.options().connect_result = [](int n) {
