@@ -89,6 +89,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   o.nop_timeout = std::chrono::seconds(5);
   o.logout_timeout = std::chrono::milliseconds(0);
   o.datamover_factory = fake.Factory();
+  // The fake is single-threaded: a recovery thread would race the input. Command timeouts and
+  // SCSI retries stay on, driven by the input's clock.
+  o.recover = false;
   Result<std::unique_ptr<Session>> opened = Session::Open(o);
   if (!opened.ok()) std::abort();
   Session& s = **opened;
