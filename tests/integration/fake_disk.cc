@@ -54,7 +54,9 @@ bool FakeCommand::unmap() const {
 }
 
 FakeDisk::FakeDisk(FakeDiskConfig config)
-    : config_(config), target_(DiskLogin(), [this](FakeTarget& t) { Serve(t); }) {}
+    : config_(config),
+      blocks_(config.blocks),
+      target_(DiskLogin(), [this](FakeTarget& t) { Serve(t); }) {}
 
 std::vector<FakeCommand> FakeDisk::Commands() const {
   std::lock_guard<std::mutex> lock(mu_);
@@ -142,6 +144,16 @@ void FakeDisk::Answer(FakeTarget& t, uint32_t itt, FakeCommand cmd, uint32_t exp
   if (const int ms = delay_ms_.load(); ms > 0) {
     std::this_thread::sleep_for(std::chrono::milliseconds(ms));
   }
+  if (capacity_changed_.exchange(false)) {
+    std::vector<uint8_t> sense(18, 0);
+    sense[0] = 0x70;
+    sense[2] = 0x06;  // UNIT ATTENTION
+    sense[7] = 10;
+    sense[12] = 0x2a;  // CAPACITY DATA HAS CHANGED
+    sense[13] = 0x09;
+    SendStatus(t, itt, 0x02, sense);
+    return;
+  }
   const uint8_t* cdb = cmd.cdb;
   std::vector<uint8_t> data;
   bool known = true;
@@ -180,7 +192,7 @@ void FakeDisk::Answer(FakeTarget& t, uint32_t itt, FakeCommand cmd, uint32_t exp
     case op::kServiceActionIn16:
       if ((cdb[1] & 0x1f) == 0x10) {  // READ CAPACITY(16)
         data.assign(32, 0);
-        StoreBe64(&data[0], config_.blocks - 1);
+        StoreBe64(&data[0], blocks_ - 1);
         StoreBe32(&data[8], config_.block_size);
         data[14] = config_.thin ? 0x80 | 0x40 : 0;  // LBPME, LBPRZ
       } else {

@@ -51,6 +51,12 @@ class FakeDisk {
   void ClearCommands();
   // Every answer from now on is sent this much later.
   void SetDelay(std::chrono::milliseconds delay) { delay_ms_ = static_cast<int>(delay.count()); }
+  // The LUN has this many blocks from now on, and the next command gets UNIT ATTENTION
+  // "capacity data has changed" (2A/09), as a target reports a resized LUN.
+  void Resize(uint64_t blocks) {
+    blocks_ = blocks;
+    capacity_changed_ = true;
+  }
 
  private:
   void Serve(FakeTarget& t);
@@ -60,6 +66,8 @@ class FakeDisk {
 
   const FakeDiskConfig config_;
   std::atomic<int> delay_ms_{0};
+  std::atomic<uint64_t> blocks_;
+  std::atomic<bool> capacity_changed_{false};
   uint32_t exp_cmdsn_ = 1;  // the login's CmdSN: the first command reuses it
   mutable std::mutex mu_;
   std::vector<FakeCommand> commands_;

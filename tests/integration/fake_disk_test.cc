@@ -100,6 +100,22 @@ void ExpectEndsWithSyncOver(const std::vector<FakeCommand>& cmds, uint64_t lba, 
   }
 }
 
+// A target that resizes a LUN says so with UNIT ATTENTION 2A/09 on the next command: the command
+// is retried transparently, and the size the frontends ask for is read again.
+TEST(FakeDiskBlockDevice, ACapacityChangeIsRetriedAndTheNewSizeShown) {
+  FakeDisk disk;
+  Opened o = Open(disk);
+  ASSERT_TRUE(o.dev);
+  EXPECT_EQ(o.dev->size_bytes(), 8192u * 512);
+  disk.Resize(16384);
+  std::vector<uint8_t> buf(4096);
+  ASSERT_TRUE(o.dev->Read(0, buf.data(), buf.size()).ok()) << "the UNIT ATTENTION was not retried";
+  EXPECT_EQ(o.session->capacity_changes(), 1u);
+  EXPECT_EQ(o.dev->size_bytes(), 16384u * 512);
+  EXPECT_TRUE(o.dev->Read(8192u * 512, buf.data(), buf.size()).ok())
+      << "a read past the old end is refused";
+}
+
 TEST(FakeDiskBlockDevice, WriteZeroesWithUnmapAndFuaIsSynchronized) {
   FakeDisk disk;
   Opened o = Open(disk);
