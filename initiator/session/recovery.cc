@@ -101,6 +101,7 @@ uint64_t Session::CollectForReplay(const std::string& cause) {
 }
 
 void Session::GiveUp(const Status& cause) {
+  const bool first = !gave_up_;
   gave_up_ = true;
   const Clock::duration elapsed = Clock::now() - episode_start_;
   const Status why = Status::IoError(
@@ -116,8 +117,10 @@ void Session::GiveUp(const Status& cause) {
     submitted = submit_head_;
     submit_head_ = submit_tail_ = nullptr;
   }
-  Log(LogLevel::kWarning, "gave up waiting for the session to " + Describe() + " after " +
-                              Seconds(elapsed) + ": I/O now fails; still trying");
+  // Once per episode: a target that keeps dropping new connections does not flood the log.
+  Log(first ? LogLevel::kWarning : LogLevel::kDebug, "gave up waiting for the session to " +
+                                                         Describe() + " after " + Seconds(elapsed) +
+                                                         ": I/O now fails; still trying");
   Task* lists[2] = {pending_head_, submitted};
   pending_head_ = pending_tail_ = nullptr;
   for (Task* t : lists) {
@@ -150,6 +153,10 @@ void Session::Recover() {
     episode_start_ = lost_at;
     backoff_ = std::chrono::milliseconds(0);
     gave_up_ = false;
+  } else {
+    // The last login succeeded but its connection died without completing anything (a target
+    // that accepts and drops at once): wait longer each time, whatever Time2Wait says.
+    backoff_ = std::clamp<std::chrono::milliseconds>(backoff_ * 2, kFirstBackoff, kMaxBackoff);
   }
   uint64_t replayed = CollectForReplay(cause.message());
   if (gave_up_ || options_.replacement_timeout.count() == 0) {
