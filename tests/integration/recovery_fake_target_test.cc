@@ -301,19 +301,29 @@ TEST(RecoveryFakeTarget, LaterLoginsRedirectedInALoopBetweenTwoPortals) {
   ExpectBoundedTrouble(a, first, t);
 }
 
-TEST(RecoveryFakeTarget, LaterLoginsAcceptedThenDroppedAtOnce) {
+// Each accepted login is a replacement that dies at once: the tasks replayed on it must not keep
+// the session from failing them at replacement_timeout after the first loss.
+void ExpectBoundedDropsAtOnce(uint32_t time2wait) {
   FirstConnection first;
-  // DefaultTime2Wait 0 lets the session reconnect at once: only its own back-off keeps a target
-  // that drops every new connection from drawing it into a loop.
-  first.login = LoginWithTime2Wait(0);
+  first.login = LoginWithTime2Wait(time2wait);
   FakePortal portal(first.Handler());
   Trouble t;
-  t.time2wait = 0;
+  t.time2wait = time2wait;
   t.later = [&](FakeConnection& c) {
     if (c.Login(first.login)) c.Close();
   };
   t.cause_words = CauseWords({});
   ExpectBoundedTrouble(portal, first, t);
+}
+
+TEST(RecoveryFakeTarget, LaterLoginsAcceptedThenDroppedAtOnce) {
+  ExpectBoundedDropsAtOnce(1);
+}
+
+// DefaultTime2Wait 0 lets the session reconnect at once: only its own back-off keeps a target
+// that drops every new connection from drawing it into a loop.
+TEST(RecoveryFakeTarget, LaterLoginsAcceptedThenDroppedAtOnceWithTime2WaitZero) {
+  ExpectBoundedDropsAtOnce(0);
 }
 
 TEST(RecoveryFakeTarget, TargetBackAfterRefusalsGetsTheWaitingTaskReplayed) {
