@@ -30,20 +30,30 @@ class Tgt:
         self.iser = iser
         self.port = 3260 if iser else free_port()
         self.log = open(os.path.join(self.dir, "tgtd.log"), "w")
+        self.start()
+
+    def start(self):
+        """Starts tgtd (again, after kill) on the same portal, IPC socket and log, with no
+        configuration; returns once it accepts connections and tgtadm."""
         args = ["tgtd", "-f", "--iscsi", f"portal=127.0.0.1:{self.port}"]
-        if iser:
+        if self.iser:
             args += ["--iser", f"port={self.port},pool_sz_mb=256"]
         self.proc = subprocess.Popen(args, env=self.env, stdout=self.log, stderr=self.log)
         for _ in range(200):
             try:
                 socket.create_connection(("127.0.0.1", self.port), timeout=1).close()
                 if (self.adm("--op show --mode system", check=False) == 0 and
-                        (not iser or rdma_cm_listening(self.port))):
+                        (not self.iser or rdma_cm_listening(self.port))):
                     return
             except OSError:
                 pass
             time.sleep(0.05)
         raise RuntimeError("tgtd did not start")
+
+    def kill(self):
+        """A crash: SIGKILL (tgtd ignores SIGTERM). It forgets its targets and LUNs."""
+        self.proc.kill()
+        self.proc.wait()
 
     def adm(self, args, check=True):
         rc = subprocess.call(["tgtadm"] + args.split(), env=self.env,
@@ -66,8 +76,7 @@ class Tgt:
     def stop(self):
         # tgtd refuses "--op delete --mode system" while it has targets and ignores SIGTERM; the
         # benchmarks need nothing from it any more.
-        self.proc.kill()
-        self.proc.wait()
+        self.kill()
         subprocess.call(["rm", "-rf", self.dir])
 
 

@@ -25,29 +25,37 @@ Bhs ResponseHeader(Opcode op, uint32_t itt, uint32_t statsn, uint32_t exp_cmdsn,
   return b;
 }
 
-FakeTarget::FakeTarget(LoginBehavior login, Script script) {
-  listen_fd_ = socket(AF_INET, SOCK_STREAM, 0);
+namespace {
+
+// A listening socket on 127.0.0.1 with a port of the kernel's choosing.
+int ListenOnLoopback(uint16_t* port) {
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
   sockaddr_in a{};
   a.sin_family = AF_INET;
   a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  bind(listen_fd_, reinterpret_cast<sockaddr*>(&a), sizeof a);
-  listen(listen_fd_, 1);
+  bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a);
+  listen(fd, 8);
   socklen_t len = sizeof a;
-  getsockname(listen_fd_, reinterpret_cast<sockaddr*>(&a), &len);
-  port_ = ntohs(a.sin_port);
-  thread_ = std::thread(
-      [this, login = std::move(login), script = std::move(script)] { Run(login, script); });
+  getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
+  *port = ntohs(a.sin_port);
+  return fd;
 }
 
-FakeTarget::~FakeTarget() {
-  shutdown(listen_fd_, SHUT_RDWR);
-  if (fd_ >= 0) shutdown(fd_, SHUT_RDWR);
-  thread_.join();
-  close(listen_fd_);
+}  // namespace
+
+FakeConnection::~FakeConnection() {
   if (fd_ >= 0) close(fd_);
 }
 
-bool FakeTarget::ReadExact(void* p, size_t n) {
+void FakeConnection::Adopt(int fd) {
+  fd_ = fd;
+  // Each PDU is one write: without this, Nagle holds an answer back until the initiator's
+  // delayed ACK of the previous one, 40 ms later.
+  const int one = 1;
+  setsockopt(fd_, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+}
+
+bool FakeConnection::ReadExact(void* p, size_t n) {
   auto* c = static_cast<uint8_t*>(p);
   while (n > 0) {
     const ssize_t r = read(fd_, c, n);
@@ -58,7 +66,7 @@ bool FakeTarget::ReadExact(void* p, size_t n) {
   return true;
 }
 
-bool FakeTarget::Read(FakePdu* pdu) {
+bool FakeConnection::Read(FakePdu* pdu) {
   if (!ReadExact(pdu->bhs.data(), kBhsLength)) return false;
   uint8_t digest[4];
   if (digest_ && !ReadExact(digest, 4)) return false;
@@ -66,10 +74,11 @@ bool FakeTarget::Read(FakePdu* pdu) {
   pdu->data.resize(dsl + PadLength(dsl));
   if (!ReadExact(pdu->data.data(), pdu->data.size())) return false;
   pdu->data.resize(dsl);
+  if (in_login_ && login_requests_++ == 0) first_login_request_ = pdu->bhs;
   return true;
 }
 
-void FakeTarget::SendRaw(const void* p, size_t n) {
+void FakeConnection::SendRaw(const void* p, size_t n) {
   const auto* c = static_cast<const uint8_t*>(p);
   while (n > 0) {
     const ssize_t w = write(fd_, c, n);
@@ -79,7 +88,7 @@ void FakeTarget::SendRaw(const void* p, size_t n) {
   }
 }
 
-void FakeTarget::Send(const Bhs& bhs, const std::vector<uint8_t>& data) {
+void FakeConnection::Send(const Bhs& bhs, const std::vector<uint8_t>& data) {
   std::vector<uint8_t> out(bhs.b.begin(), bhs.b.end());
   if (digest_) {
     uint8_t d[4];
@@ -91,8 +100,79 @@ void FakeTarget::Send(const Bhs& bhs, const std::vector<uint8_t>& data) {
   SendRaw(out.data(), out.size());
 }
 
-void FakeTarget::Close() {
+void FakeConnection::Close() {
   if (fd_ >= 0) shutdown(fd_, SHUT_RDWR);
+}
+
+bool FakeConnection::Login(const FakeLoginBehavior& login) {
+  in_login_ = true;
+  const bool ok = AnswerLogin(login);
+  in_login_ = false;
+  if (ok) digest_ = login.header_digest;
+  return ok;
+}
+
+FakeTarget::FakeTarget(LoginBehavior login, Script script) {
+  listen_fd_ = ListenOnLoopback(&port_);
+  thread_ = std::thread(
+      [this, login = std::move(login), script = std::move(script)] { Run(login, script); });
+}
+
+FakeTarget::~FakeTarget() {
+  shutdown(listen_fd_, SHUT_RDWR);
+  Close();
+  thread_.join();
+  close(listen_fd_);
+}
+
+void FakeTarget::Run(LoginBehavior login, Script script) {
+  const int fd = accept(listen_fd_, nullptr, nullptr);
+  if (fd < 0) return;
+  Adopt(fd);
+  if (!Login(login)) return;
+  script(*this);
+}
+
+FakePortal::FakePortal(Handler handler) : handler_(std::move(handler)) {
+  listen_fd_ = ListenOnLoopback(&port_);
+  thread_ = std::thread([this] { Run(); });
+}
+
+FakePortal::~FakePortal() {
+  stop_ = true;
+  // Wakes accept; a handler blocked in a read is woken by the initiator's close or its own end.
+  shutdown(listen_fd_, SHUT_RDWR);
+  thread_.join();
+  close(listen_fd_);
+}
+
+void FakePortal::set_handler(Handler handler) {
+  MutexLock lock(&mu_);
+  handler_ = std::move(handler);
+}
+
+void FakePortal::Run() {
+  while (!stop_) {
+    const int fd = accept(listen_fd_, nullptr, nullptr);
+    if (fd < 0) return;
+    ++accepted_;
+    Handler handler;
+    {
+      MutexLock lock(&mu_);
+      handler = handler_;
+    }
+    FakeConnection c(fd);
+    handler(c);
+  }
+}
+
+FakeLoginBehavior RefusingLogin(uint8_t status_class, uint8_t status_detail,
+                                std::vector<std::string> status_keys) {
+  FakeLoginBehavior login;
+  login.status_class = status_class;
+  login.status_detail = status_detail;
+  login.status_keys = std::move(status_keys);
+  return login;
 }
 
 bool FakeTargetBase::AnswerLogin(const FakeLoginBehavior& login) {
@@ -123,18 +203,6 @@ bool FakeTargetBase::AnswerLogin(const FakeLoginBehavior& login) {
     if (login.status_class != 0) return false;
     if (csg == 1) return true;
   }
-}
-
-void FakeTarget::Run(LoginBehavior login, Script script) {
-  fd_ = accept(listen_fd_, nullptr, nullptr);
-  if (fd_ < 0) return;
-  // Each PDU is one write: without this, Nagle holds an answer back until the initiator's
-  // delayed ACK of the previous one, 40 ms later.
-  const int one = 1;
-  setsockopt(fd_, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-  if (!AnswerLogin(login)) return;
-  digest_ = login.header_digest;
-  script(*this);
 }
 
 }  // namespace iser::test

@@ -1,0 +1,393 @@
+// Session recovery against a lying target: after the connection is lost, every later login is
+// refused, or redirected in a loop between two portals, or accepted and dropped at once, over and
+// over; and a target that refuses for a while and then comes back. tgtd cannot be made to do any
+// of this on demand, so a scripted fake target (FakePortal, tests/integration/fake_target.h) plays
+// it over a real TCP socket.
+//
+// While the trouble lasts, an I/O must fail within a bounded time after replacement_timeout with
+// an error naming the cause, recovery attempts must stay few (no busy loop, little CPU), and
+// Close() must return promptly. A target that comes back gets the waiting task replayed.
+#include <gtest/gtest.h>
+#include <sys/resource.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <semaphore>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "initiator/scsi/commands.h"
+#include "initiator/session/session.h"
+#include "tests/integration/fake_target.h"
+
+namespace iser {
+namespace {
+
+using namespace std::chrono_literals;
+using test::FakeConnection;
+using test::FakeLoginBehavior;
+using test::FakePdu;
+using test::FakePortal;
+using test::RefusingLogin;
+using test::ResponseHeader;
+using SteadyClock = std::chrono::steady_clock;
+
+constexpr auto kReplacementTimeout = 1500ms;
+// How late past replacement_timeout a waiting task may fail.
+constexpr auto kFailSlack = 1000ms;
+// The window over which recovery attempts are counted, and the most connections a session may
+// open in it per attempt's worth of logins: a retry every 0.4 s on average at the most.
+constexpr auto kCountWindow = 3s;
+constexpr int kMaxAttemptsInWindow = 8;
+// A session that retries without spinning uses a few milliseconds of CPU in the window.
+constexpr double kMaxCpuSecondsInWindow = 0.5;
+constexpr uint64_t kLba = 8;
+constexpr uint32_t kReadBytes = 4096;
+
+FakeLoginBehavior LoginWithTime2Wait(uint32_t seconds) {
+  FakeLoginBehavior login;
+  for (std::string& k : login.operational_keys) {
+    if (k.starts_with("DefaultTime2Wait=")) k = "DefaultTime2Wait=" + std::to_string(seconds);
+  }
+  return login;
+}
+
+SessionOptions OptionsFor(uint16_t port, uint32_t time2wait) {
+  SessionOptions o;
+  o.portal = {"127.0.0.1", port};
+  o.target_name = "iqn.2026-11.io.iser-connect.test:fake";
+  o.initiator_name = "iqn.2026-11.io.iser-connect.test:initiator";
+  o.login_timeout = 2s;
+  o.logout_timeout = 200ms;
+  o.nop_interval = 0ms;  // the fakes do not answer NOP-Outs
+  o.recover = true;
+  o.replacement_timeout = kReplacementTimeout;
+  o.offer.default_time2wait = time2wait;
+  return o;
+}
+
+uint8_t Pattern(size_t i) {
+  return static_cast<uint8_t>(i * 7 + kLba);
+}
+
+// A READ submitted asynchronously, with the time it completed.
+struct PendingRead {
+  Task task;
+  std::vector<uint8_t> buf = std::vector<uint8_t>(kReadBytes);
+  std::binary_semaphore done{0};
+  SteadyClock::time_point completed;
+
+  void Submit(Session& s) {
+    scsi::Read(task, kLba, kReadBytes / 512, buf.data(), kReadBytes);
+    task.lun = 1;
+    task.context = this;
+    task.on_complete = [](Task* t) {
+      auto* self = static_cast<PendingRead*>(t->context);
+      self->completed = SteadyClock::now();
+      self->done.release();
+    };
+    s.Submit(&task);
+  }
+  bool Wait(SteadyClock::duration d) { return done.try_acquire_for(d); }
+  bool PatternIntact() const {
+    for (size_t i = 0; i < buf.size(); ++i) {
+      if (buf[i] != Pattern(i)) return false;
+    }
+    return true;
+  }
+};
+
+// Serves a logged-in connection: READs get the pattern, other commands GOOD, Logout its answer.
+void Serve(FakeConnection& c) {
+  FakePdu pdu;
+  while (c.Read(&pdu)) {
+    const uint32_t cmdsn = pdu.bhs.u32(bhs::kCmdSN);
+    if (pdu.bhs.opcode() == Opcode::kLogoutRequest) {
+      c.Send(ResponseHeader(Opcode::kLogoutResponse, pdu.bhs.itt(), c.next_statsn(), cmdsn,
+                            cmdsn + 64));
+      return;
+    }
+    if (pdu.bhs.opcode() != Opcode::kScsiCommand) continue;
+    const uint8_t op = pdu.bhs.b[bhs::kCdb];
+    if (op == scsi::opcode::kRead10 || op == scsi::opcode::kRead16) {
+      const uint32_t length = pdu.bhs.u32(bhs::kExpectedDataTransferLength);
+      std::vector<uint8_t> data(length);
+      for (size_t i = 0; i < data.size(); ++i) data[i] = Pattern(i);
+      Bhs din =
+          ResponseHeader(Opcode::kDataIn, pdu.bhs.itt(), c.next_statsn(), cmdsn + 1, cmdsn + 64);
+      din.set_flags(kFinalBit | kStatusBit);
+      din.set_u32(bhs::kTtt, kReservedTag);
+      din.set_data_segment_length(length);
+      c.Send(din, data);
+    } else {
+      c.Send(ResponseHeader(Opcode::kScsiResponse, pdu.bhs.itt(), c.next_statsn(), cmdsn + 1,
+                            cmdsn + 64));
+    }
+  }
+}
+
+// The connection the session opens with: logged in, then dropped when the first command
+// arrives, unanswered, so that the command is in flight at the loss.
+struct FirstConnection {
+  FakeLoginBehavior login;
+  std::atomic<bool> lost{false};
+  // Written before `lost` is set.
+  SteadyClock::time_point lost_at;
+  Bhs login_request;
+
+  FakePortal::Handler Handler() {
+    return [this](FakeConnection& c) {
+      if (!c.Login(login)) return;
+      login_request = c.first_login_request();
+      FakePdu pdu;
+      while (c.Read(&pdu)) {
+        if (pdu.bhs.opcode() != Opcode::kScsiCommand) continue;
+        lost_at = SteadyClock::now();
+        lost = true;
+        c.Close();
+        return;
+      }
+    };
+  }
+  // Waits (bounded) until the connection has been dropped.
+  bool WaitLost() {
+    const auto deadline = SteadyClock::now() + 5s;
+    while (!lost && SteadyClock::now() < deadline) std::this_thread::sleep_for(5ms);
+    return lost;
+  }
+};
+
+double ProcessCpuSeconds() {
+  rusage r{};
+  getrusage(RUSAGE_SELF, &r);
+  return static_cast<double>(r.ru_utime.tv_sec + r.ru_stime.tv_sec) +
+         static_cast<double>(r.ru_utime.tv_usec + r.ru_stime.tv_usec) / 1e6;
+}
+
+double Seconds(SteadyClock::duration d) {
+  return std::chrono::duration<double>(d).count();
+}
+
+struct Trouble {
+  // The connections the session opens after the loss (the first one is FirstConnection's).
+  FakePortal::Handler later;
+  uint32_t time2wait = 1;
+  int max_redirects = 4;
+  // Connections per recovery attempt at most (a redirect costs one more).
+  int connections_per_attempt = 1;
+  // Words one of which the failed I/O's error must contain.
+  std::vector<std::string> cause_words;
+  // More portals whose connections count as attempts too (a redirect loop's other end).
+  const FakePortal* other = nullptr;
+};
+
+// Opens a session to `portal`, loses its connection with a READ in flight, submits another READ
+// during the trouble, and checks the failures, the rate of attempts and Close.
+void ExpectBoundedTrouble(FakePortal& portal, FirstConnection& first, const Trouble& trouble) {
+  SessionOptions o = OptionsFor(portal.port(), trouble.time2wait);
+  o.max_redirects = trouble.max_redirects;
+  Result<std::unique_ptr<Session>> opened = Session::Open(o);
+  ASSERT_TRUE(opened.ok()) << opened.status().ToString();
+  Session& s = **opened;
+  portal.set_handler(trouble.later);
+  auto connections = [&] {
+    return portal.accepted() + (trouble.other ? trouble.other->accepted() : 0);
+  };
+
+  PendingRead in_flight;
+  in_flight.Submit(s);
+  ASSERT_TRUE(first.WaitLost());
+  std::this_thread::sleep_for(200ms);
+  PendingRead during;
+  during.Submit(s);
+
+  for (PendingRead* r : {&in_flight, &during}) {
+    ASSERT_TRUE(r->Wait(kReplacementTimeout + kFailSlack + 2s))
+        << "a task waited for a recovery that does not come far past replacement_timeout";
+    const auto after = r->completed - first.lost_at;
+    EXPECT_FALSE(r->task.status.ok());
+    EXPECT_EQ(r->task.status.code(), StatusCode::kIoError) << r->task.status.ToString();
+    bool named = false;
+    for (const std::string& w : trouble.cause_words) {
+      named = named || r->task.status.message().find(w) != std::string::npos;
+    }
+    EXPECT_TRUE(named) << "the error does not name the cause: " << r->task.status.ToString();
+    EXPECT_GE(after, kReplacementTimeout) << "failed after " << Seconds(after) << " s";
+    EXPECT_LE(after, kReplacementTimeout + kFailSlack) << "failed after " << Seconds(after) << " s";
+    std::printf("task failed %.2f s after the loss: %s\n", Seconds(after),
+                r->task.status.ToString().c_str());
+  }
+  EXPECT_EQ(s.stats().state, SessionStats::State::kFailed);
+
+  // Past replacement_timeout a new task fails at once.
+  PendingRead late;
+  const auto submitted = SteadyClock::now();
+  late.Submit(s);
+  ASSERT_TRUE(late.Wait(2s));
+  EXPECT_LE(late.completed - submitted, 500ms);
+  EXPECT_EQ(late.task.status.code(), StatusCode::kIoError) << late.task.status.ToString();
+
+  // Recovery goes on in the background: at least one more connection comes...
+  const auto deadline = first.lost_at + std::chrono::seconds(trouble.time2wait) + 5s;
+  while (connections() < 2 && SteadyClock::now() < deadline) std::this_thread::sleep_for(10ms);
+  ASSERT_GE(connections(), 2) << "no recovery attempt within Time2Wait + 5 s of the loss";
+  // ...but not many, and without spinning.
+  const int before = connections();
+  const double cpu_before = ProcessCpuSeconds();
+  std::this_thread::sleep_for(kCountWindow);
+  const int attempts = connections() - before;
+  const double cpu = ProcessCpuSeconds() - cpu_before;
+  std::printf("%d connections and %.3f s of CPU in %.0f s of failing recovery\n", attempts, cpu,
+              Seconds(kCountWindow));
+  EXPECT_LE(attempts, kMaxAttemptsInWindow * trouble.connections_per_attempt);
+  EXPECT_LE(cpu, kMaxCpuSecondsInWindow);
+  EXPECT_FALSE(s.stats().last_loss.empty());
+
+  const auto close_start = SteadyClock::now();
+  s.Close().IgnoreError();  // there is no connection to log out on: Close may report it
+  const auto close_took = SteadyClock::now() - close_start;
+  EXPECT_LE(close_took, 1500ms) << "Close took " << Seconds(close_took) << " s";
+  EXPECT_EQ(s.stats().state, SessionStats::State::kClosed);
+}
+
+// The words of the loss (the fake closed the connection) and of the recovery's trouble.
+std::vector<std::string> CauseWords(std::vector<std::string> more) {
+  more.push_back("closed the connection");
+  return more;
+}
+
+TEST(RecoveryFakeTarget, EveryLaterLoginRefusedWithTargetError) {
+  FirstConnection first;
+  first.login = LoginWithTime2Wait(1);
+  FakePortal portal(first.Handler());
+  Trouble t;
+  // 0x0300: target error, which a later login may get past.
+  t.later = [](FakeConnection& c) { c.Login(RefusingLogin(3, 0)); };
+  t.cause_words = CauseWords({"0x0300", "refused", "target error"});
+  ExpectBoundedTrouble(portal, first, t);
+}
+
+TEST(RecoveryFakeTarget, EveryLaterLoginRefusedWithAuthenticationFailure) {
+  FirstConnection first;
+  first.login = LoginWithTime2Wait(1);
+  FakePortal portal(first.Handler());
+  Trouble t;
+  // 0x0201: authentication failure, although the same credentials were accepted before.
+  t.later = [](FakeConnection& c) { c.Login(RefusingLogin(2, 1)); };
+  t.cause_words = CauseWords({"0x0201", "refused", "authentication"});
+  ExpectBoundedTrouble(portal, first, t);
+}
+
+TEST(RecoveryFakeTarget, LaterLoginsRedirectedInALoopBetweenTwoPortals) {
+  FirstConnection first;
+  first.login = LoginWithTime2Wait(1);
+  FakePortal a(first.Handler());
+  FakePortal b([&](FakeConnection& c) {
+    c.Login(RefusingLogin(1, 1, {"TargetAddress=127.0.0.1:" + std::to_string(a.port()) + ",1"}));
+  });
+  Trouble t;
+  t.later = [&](FakeConnection& c) {
+    c.Login(RefusingLogin(1, 1, {"TargetAddress=127.0.0.1:" + std::to_string(b.port()) + ",1"}));
+  };
+  t.other = &b;
+  t.max_redirects = 2;
+  t.connections_per_attempt = 1 + t.max_redirects;
+  t.cause_words = CauseWords({"redirect"});
+  ExpectBoundedTrouble(a, first, t);
+}
+
+// Each accepted login is a replacement that dies at once: the tasks replayed on it must not keep
+// the session from failing them at replacement_timeout after the first loss.
+void ExpectBoundedDropsAtOnce(uint32_t time2wait) {
+  FirstConnection first;
+  first.login = LoginWithTime2Wait(time2wait);
+  FakePortal portal(first.Handler());
+  Trouble t;
+  t.time2wait = time2wait;
+  t.later = [&](FakeConnection& c) {
+    if (c.Login(first.login)) c.Close();
+  };
+  t.cause_words = CauseWords({});
+  ExpectBoundedTrouble(portal, first, t);
+}
+
+TEST(RecoveryFakeTarget, LaterLoginsAcceptedThenDroppedAtOnce) {
+  ExpectBoundedDropsAtOnce(1);
+}
+
+// DefaultTime2Wait 0 lets the session reconnect at once: only its own back-off keeps a target
+// that drops every new connection from drawing it into a loop.
+TEST(RecoveryFakeTarget, LaterLoginsAcceptedThenDroppedAtOnceWithTime2WaitZero) {
+  ExpectBoundedDropsAtOnce(0);
+}
+
+TEST(RecoveryFakeTarget, TargetBackAfterRefusalsGetsTheWaitingTaskReplayed) {
+  FirstConnection first;
+  first.login = LoginWithTime2Wait(1);
+  FakePortal portal(first.Handler());
+  std::atomic<bool> back{false};
+  std::mutex mu;
+  std::vector<Bhs> recovery_logins;
+  SessionOptions o = OptionsFor(portal.port(), 1);
+  o.replacement_timeout = 30s;
+  Result<std::unique_ptr<Session>> opened = Session::Open(o);
+  ASSERT_TRUE(opened.ok()) << opened.status().ToString();
+  Session& s = **opened;
+  portal.set_handler([&](FakeConnection& c) {
+    if (!back) {
+      c.Login(RefusingLogin(3, 0));
+      return;
+    }
+    const bool in = c.Login(first.login);
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      recovery_logins.push_back(c.first_login_request());
+    }
+    if (in) Serve(c);
+  });
+
+  PendingRead in_flight;
+  in_flight.Submit(s);
+  ASSERT_TRUE(first.WaitLost());
+  const auto refusal_deadline = SteadyClock::now() + 6s;
+  while (portal.accepted() < 2 && SteadyClock::now() < refusal_deadline) {
+    std::this_thread::sleep_for(10ms);
+  }
+  ASSERT_GE(portal.accepted(), 2) << "no recovery attempt within Time2Wait + 5 s of the loss";
+  EXPECT_EQ(s.stats().state, SessionStats::State::kRecovering);
+  back = true;
+
+  ASSERT_TRUE(in_flight.Wait(10s)) << "the waiting task did not complete once the target was back";
+  EXPECT_TRUE(in_flight.task.status.ok()) << in_flight.task.status.ToString();
+  EXPECT_TRUE(in_flight.PatternIntact());
+  const SessionStats stats = s.stats();
+  EXPECT_EQ(stats.state, SessionStats::State::kLoggedIn);
+  EXPECT_EQ(stats.recoveries, 1u);
+  EXPECT_GE(stats.replayed_tasks, 1u);
+  EXPECT_FALSE(stats.last_loss.empty());
+  {
+    // Session reinstatement: the recovery login carries the first session's ISID and TSIH 0.
+    std::lock_guard<std::mutex> lock(mu);
+    ASSERT_EQ(recovery_logins.size(), 1u);
+    const Bhs& original = first.login_request;
+    EXPECT_TRUE(std::equal(&recovery_logins[0].b[8], &recovery_logins[0].b[14], &original.b[8]));
+    EXPECT_EQ(recovery_logins[0].u16(14), 0u);
+  }
+
+  PendingRead after;
+  after.Submit(s);
+  ASSERT_TRUE(after.Wait(5s));
+  EXPECT_TRUE(after.task.status.ok()) << after.task.status.ToString();
+  EXPECT_TRUE(after.PatternIntact());
+  const auto close_start = SteadyClock::now();
+  EXPECT_TRUE(s.Close().ok());
+  EXPECT_LE(SteadyClock::now() - close_start, 1s);
+}
+
+}  // namespace
+}  // namespace iser
