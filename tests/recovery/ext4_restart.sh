@@ -19,25 +19,28 @@ FS=$WORK/fs
 mkdir "$FS" "$WORK/src"
 # fuse2fs_mount [options]: fuse2fs in the foreground (in the background here), log in WORK.
 fuse2fs_mount() {
-  RECOVERY_LOGS+=("$WORK/fuse2fs.log")
   fuse2fs "$LUN" "$FS" -f -o fakeroot "$@" 2>>"$WORK/fuse2fs.log" &
   FUSE2FS_PID=$!
-  FUSE_MOUNTS+=("$FS")
-  FUSE_PIDS+=("$FUSE2FS_PID")
   wait_for --pid "$FUSE2FS_PID" 30 fuse_mounted "$FS" || fail "fuse2fs did not mount $LUN"
+}
+# At exit, fuse2fs goes before the mount it reads from.
+fuse2fs_cleanup() {
+  if fuse_mounted "$FS"; then fusermount -u "$FS" 2>/dev/null || umount -l "$FS" || true; fi
+  [ -z "$FUSE2FS_PID" ] || kill -9 "$FUSE2FS_PID" 2>/dev/null || true
 }
 fuse2fs_unmount() {
   fusermount -u "$FS" || fail "fusermount -u $FS"
   wait_for 60 exited "$FUSE2FS_PID" || fail "fuse2fs still running 60 s after unmount"
   wait "$FUSE2FS_PID" || fail "fuse2fs exited non-zero: $(cat "$WORK/fuse2fs.log")"
 }
-# Files f0..f99 in 4 directories, rewritten in turn (bounded space) until $WORK/stop appears;
+# Files f0..f15 in 4 directories, rewritten in turn (bounded space) until $WORK/stop appears;
 # $WORK/src holds what each one must contain.
+FILES=16
 workload() {
   local i=0 k dir size
   mkdir "$FS/d0" "$FS/d1" "$FS/d2" "$FS/d3"
   while [ ! -e "$WORK/stop" ]; do
-    k=$((i % 100))
+    k=$((i % FILES))
     dir=$FS/d$((k % 4))
     size=$((4096 + RANDOM * 8))
     head -c $size /dev/urandom >"$WORK/src/f$k.new"
@@ -51,11 +54,18 @@ workload() {
   done
   echo "workload: $i files written"
 }
+written() { find "$WORK/src" -name 'f*' ! -name '*.new' | wc -l; }
+all_written() { [ "$(written)" -eq $FILES ]; }
 
+RECOVERY_LOGS+=("$WORK/fuse2fs.log")
+FUSE2FS_PID=
+cleanup_push fuse2fs_cleanup
 fuse2fs_mount
 workload &
 workload_pid=$!
+recovery_background $workload_pid
 recovery_restarts $workload_pid 4 "$WORK/mount.log"
+wait_for 60 all_written || fail "only $(written) of $FILES files written in time"
 touch "$WORK/stop"
 wait $workload_pid || fail "the file workload failed"
 fuse2fs_unmount
@@ -70,7 +80,7 @@ for src in "$WORK/src"/f*; do
   cmp "$src" "$FS/d$((k % 4))/f$k" || fail "f$k differs from what was last written"
   n=$((n + 1))
 done
-[ $n -eq 100 ] || fail "only $n files were written"
+[ $n -eq $FILES ] || fail "$n files instead of $FILES"
 echo "$n files: content as last written"
 fuse2fs_unmount
 recovery_unmount

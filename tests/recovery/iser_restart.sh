@@ -26,12 +26,14 @@ fio_start() {
     --offset_increment=16M --rate=512k --verify=crc32c --do_verify=1 --verify_fatal=1 \
     --output-format=json --output="$WORK/$1.json" 2>"$WORK/$1.err" &
   FIO_PID=$!
+  recovery_background $FIO_PID
 }
 fio_done() {
   wait "$FIO_PID" || fail "fio $1 failed: $(cat "$WORK/$1.err")"
   recovery_fio_check "$WORK/$1.json"
 }
 losses() { grep -c " lost: " "$LOG" || true; }
+lost_more_than() { [ "$(losses)" -gt "$1" ]; }
 
 fio_start restarts 16
 recovery_restarts "$FIO_PID" 5 "$LOG"
@@ -43,18 +45,18 @@ echo "5 restarts over iSER: no I/O error, everything verified"
 recovered=$(recovery_count "$LOG")
 tgt_kill
 TGT_WRAP="env SOFTRDMA_DROP_AFTER=300" tgt_restart
-wait_for 20 test "$(recovery_count "$LOG")" -gt "$recovered" ||
+wait_for 20 recovery_logged "$LOG" "$recovered" ||
   fail "no recovery to the target with the fault injected"
 recovered=$(recovery_count "$LOG")
 lost=$(losses)
 fio_start cut 8
-wait_for 30 test "$(losses)" -gt "$lost" || fail "softrdma did not cut the connection within 30 s"
+wait_for 30 lost_more_than "$lost" || fail "softrdma did not cut the connection within 30 s"
 exited "$FIO_PID" && fail "fio ended before the cut"
 grep " lost: " "$LOG" | tail -1
 sleep 3
 tgt_kill
 tgt_restart
-wait_for 20 test "$(recovery_count "$LOG")" -gt "$recovered" ||
+wait_for 20 recovery_logged "$LOG" "$recovered" ||
   fail "no recovery within 20 s of the target's restart without the fault"
 fio_done cut
 echo "RDMA connection cut mid-I/O: recovered, no I/O error, everything verified"

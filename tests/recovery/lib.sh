@@ -69,6 +69,17 @@ recovery_count() {
   grep -c "recovered after" "$1" || true
 }
 
+# recovery_logged LOG COUNT: LOG reports more than COUNT recoveries (a command for wait_for).
+recovery_logged() {
+  [ "$(recovery_count "$1")" -gt "$2" ]
+}
+
+# recovery_background PID: the workload PID started in the background is killed at exit if it
+# still runs (a failed test must not leave it behind).
+recovery_background() {
+  cleanup_push "kill $1 2>/dev/null || true"
+}
+
 # recovery_sleep MIN_MS MAX_MS: sleeps a random time in [MIN_MS, MAX_MS) and prints it (seconds).
 recovery_sleep() {
   local ms=$(($1 + RANDOM % ($2 - $1)))
@@ -91,7 +102,7 @@ recovery_restarts() {
     t0=$(date +%s%N)
     down=$(recovery_sleep 500 2000)
     tgt_restart
-    wait_for 20 test "$(recovery_count "$log")" -ge $((before + i)) ||
+    wait_for 20 recovery_logged "$log" $((before + i - 1)) ||
       fail "restart $i: no recovery logged within 20 s of the target's return"
     echo "restart $i: up ${up} s, down ${down} s, recovered $((($(date +%s%N) - t0) / 1000000)) ms after the kill"
   done
@@ -104,7 +115,9 @@ recovery_restarts() {
 recovery_fio_check() {
   python3 - "$1" <<'PY' || fail "fio report: $(cat "$1")"
 import json, sys
-report = json.load(open(sys.argv[1]))
+text = open(sys.argv[1]).read()
+# fio writes its warnings (e.g. about several writers) into the file before the JSON.
+report = json.loads(text[text.find("{"):])
 for job in report["jobs"]:
     name, written, read = job["jobname"], job["write"]["io_bytes"], job["read"]["io_bytes"]
     print(f"fio job {name}: error {job['error']}, wrote {written} bytes, verified {read} bytes")

@@ -18,6 +18,7 @@ timeout 240 fio --name=restart --ioengine=nbd --uri="$(nbd_uri)" --rw=randwrite 
   --verify=crc32c --do_verify=1 --verify_fatal=1 \
   --output-format=json --output="$WORK/fio.json" 2>"$WORK/fio.err" &
 fio_pid=$!
+recovery_background $fio_pid
 recovery_restarts $fio_pid 10 "$NBD_DIR/log"
 wait $fio_pid || fail "fio failed: $(cat "$WORK/fio.err")"
 recovery_fio_check "$WORK/fio.json"

@@ -18,6 +18,7 @@ timeout 120 fio --name=portals --filename="$MNT/lun1" --ioengine=libaio --direct
   --rate=1m --verify=crc32c --do_verify=1 --verify_fatal=1 \
   --output-format=json --output="$WORK/fio.json" 2>"$WORK/fio.err" &
 fio_pid=$!
+recovery_background $fio_pid
 sleep 4
 exited $fio_pid && fail "fio ended before the first portal was killed"
 tgt_kill
