@@ -84,7 +84,7 @@ tgt_start() {
 tgt_launch() {
   local port=$1 ipc=$2 log=$3 lld_args=()
   [ "$TGT_LLD" != iser ] || lld_args=(--iser "port=$port,pool_sz_mb=128")
-  TGT_IPC_SOCKET=$ipc ${TGT_WRAP:-} tgtd -f --iscsi portal=$TGT_ADDR:$port "${lld_args[@]}" \
+  TGT_IPC_SOCKET=$ipc ${TGT_WRAP:-} tgtd -f --iscsi "portal=$TGT_ADDR:$port" "${lld_args[@]}" \
     >>"$log" 2>&1 &
   TGT_LAUNCHED=$!
   wait_for --pid "$TGT_LAUNCHED" 10 tgt_listening "$port" "$ipc" ||

@@ -82,8 +82,8 @@ recovery_background() {
 
 # recovery_sleep MIN_MS MAX_MS: sleeps a random time in [MIN_MS, MAX_MS) and prints it (seconds).
 recovery_sleep() {
-  local ms=$(($1 + RANDOM % ($2 - $1)))
-  local s=$((ms / 1000)).$(printf %03d $((ms % 1000)))
+  local ms=$(($1 + RANDOM % ($2 - $1))) s
+  s=$((ms / 1000)).$(printf %03d $((ms % 1000)))
   sleep "$s"
   echo "$s"
 }
