@@ -23,13 +23,19 @@ void AdaptOfferToIser(OperationalOffer* offer) {
 Status ConnectAndLogin(const SessionOptions& options, SessionType type,
                        std::unique_ptr<Datamover>* dm_out, LoginOutcome* outcome,
                        Portal* connected_portal) {
+  return ConnectAndLogin(options, type, RandomIsid(), dm_out, outcome, connected_portal);
+}
+
+Status ConnectAndLogin(const SessionOptions& options, SessionType type,
+                       const std::array<uint8_t, 6>& isid, std::unique_ptr<Datamover>* dm_out,
+                       LoginOutcome* outcome, Portal* connected_portal) {
   Portal portal = options.portal;
   LoginRequestParams req;
   req.initiator_name = options.initiator_name;
   req.initiator_alias = options.initiator_alias;
   req.target_name = type == SessionType::kNormal ? options.target_name : std::string();
   req.session_type = type;
-  req.isid = RandomIsid();
+  req.isid = isid;
   req.cmdsn = 1;
   req.itt = 0;
   req.offer = options.offer;

@@ -7,6 +7,8 @@
 // *connected_portal is where it ended up after redirects. Every error names the portal.
 #pragma once
 
+#include <array>
+#include <cstdint>
 #include <memory>
 
 #include "initiator/base/status.h"
@@ -20,5 +22,10 @@ namespace iser {
 Status ConnectAndLogin(const SessionOptions& options, SessionType type,
                        std::unique_ptr<Datamover>* dm, LoginOutcome* outcome,
                        Portal* connected_portal);
+// The same with a given ISID: a recovery logs in with its session's ISID and TSIH 0, so that the
+// target reinstates the session (ends the old one and its tasks first; RFC 7143 §6.3.5).
+Status ConnectAndLogin(const SessionOptions& options, SessionType type,
+                       const std::array<uint8_t, 6>& isid, std::unique_ptr<Datamover>* dm,
+                       LoginOutcome* outcome, Portal* connected_portal);
 
 }  // namespace iser

@@ -8,6 +8,7 @@
 #include "initiator/base/notification.h"
 #include "initiator/scsi/sense.h"
 #include "initiator/session/connect_login.h"
+#include "initiator/session/scsi_retry.h"
 
 namespace iser {
 
@@ -52,30 +53,57 @@ const char* RejectReasonName(uint8_t reason) {
 }  // namespace
 
 Session::Session(const SessionOptions& options)
-    : options_(options), slots_(kSlots, nullptr), slot_generation_(kSlots, 0) {
+    : options_(options),
+      isid_(RandomIsid()),
+      slots_(kSlots, nullptr),
+      slot_generation_(kSlots, 0),
+      slot_sent_at_(kSlots),
+      slot_abort_(kSlots, 0) {
   free_slots_.reserve(kSlots);
   for (uint32_t s = kSlots - 1; s >= 1; --s) free_slots_.push_back(s);
 }
 
+const char* SessionStateName(SessionStats::State state) {
+  switch (state) {
+    case SessionStats::State::kLoggedIn:
+      return "logged in";
+    case SessionStats::State::kRecovering:
+      return "recovering";
+    case SessionStats::State::kFailed:
+      return "failed";
+    case SessionStats::State::kClosed:
+      return "closed";
+  }
+  return "unknown";
+}
+
 Result<std::unique_ptr<Session>> Session::Open(const SessionOptions& options) {
   std::unique_ptr<Session> s(new Session(options));
+  LoginOutcome outcome;
   ISER_RETURN_IF_ERROR(
-      ConnectAndLogin(options, SessionType::kNormal, &s->dm_, &s->outcome_, &s->portal_));
-  if (options.transport == TransportKind::kIser && !s->outcome_.params.rdma_extensions) {
+      ConnectAndLogin(options, SessionType::kNormal, s->isid_, &s->dm_, &outcome, &s->portal_));
+  if (options.transport == TransportKind::kIser && !outcome.params.rdma_extensions) {
     return Status::LoginFailed("the target at " + s->portal_.ToString() +
                                " refused RDMAExtensions=Yes: it serves this target over iSCSI/TCP "
                                "only (use an iscsi:// URL)");
   }
-  ISER_RETURN_IF_ERROR(s->dm_->EnterFullFeature(ConnectionParamsOf(s->outcome_.params)));
+  ISER_RETURN_IF_ERROR(s->dm_->EnterFullFeature(ConnectionParamsOf(outcome.params)));
+  s->first_params_ = s->params_ = outcome.params;
   // Login PDUs are immediate: the first command reuses the login's CmdSN.
-  s->window_.Reset(1, s->outcome_.exp_cmdsn, s->outcome_.max_cmdsn);
-  s->exp_statsn_ = s->outcome_.exp_statsn;
+  s->window_.Reset(1, outcome.exp_cmdsn, outcome.max_cmdsn);
+  s->exp_statsn_ = outcome.exp_statsn;
   s->max_transfer_bytes_ = s->dm_->MaxTransferBytes();
   s->last_receive_ = s->dm_->Now();
+  s->connected_at_ = Clock::now();
+  s->connected_ = true;
+  {
+    MutexLock lock(&s->submit_mu_);
+    s->stats_.portal = s->dm_->Describe();
+  }
   ISER_RETURN_IF_ERROR(s->dm_->Start(s.get()));
   s->started_ = true;
-  Log(LogLevel::kDebug,
-      "logged in to " + s->Describe() + ", TSIH " + std::to_string(s->outcome_.tsih));
+  if (options.recover) s->recovery_thread_ = std::thread([p = s.get()] { p->RecoveryMain(); });
+  Log(LogLevel::kDebug, "logged in to " + s->Describe() + ", TSIH " + std::to_string(outcome.tsih));
   return s;
 }
 
@@ -85,26 +113,37 @@ Session::~Session() {
 }
 
 std::string Session::Describe() const {
-  return options_.target_name + " at " + (dm_ ? dm_->Describe() : portal_.ToString());
+  MutexLock lock(&submit_mu_);
+  return DescribeLocked();
+}
+
+std::string Session::DescribeLocked() const {
+  return options_.target_name + " at " +
+         (stats_.portal.empty() ? options_.portal.ToString() : stats_.portal);
+}
+
+SessionStats Session::stats() const {
+  MutexLock lock(&submit_mu_);
+  SessionStats s = stats_;
+  s.retried_commands = retried_commands_.load();
+  return s;
 }
 
 void Session::Submit(Task* task) {
   task->next = nullptr;
   task->status = Status::OK();
-  // On the I/O thread the session is running (or Enqueue fails the task): Close and a stopped
-  // I/O thread are seen only from other threads.
-  if (dm_->OnIoThread()) {
-    Enqueue(task);
-    Dispatch();
-    return;
-  }
-  bool wake = false;
+  task->retries = 0;
+  task->aborts = 0;
+  bool on_io_thread = false;
   bool refused = false;
   {
     MutexLock lock(&submit_mu_);
     if (!accepting_) {
       task->status = refusal_;
       refused = true;
+    } else if (dm_ && dm_->OnIoThread()) {
+      // The I/O thread's datamover is not replaced while that thread runs.
+      on_io_thread = true;
     } else {
       if (submit_tail_) {
         submit_tail_->next = task;
@@ -112,17 +151,20 @@ void Session::Submit(Task* task) {
         submit_head_ = task;
       }
       submit_tail_ = task;
-      wake = !wake_pending_;
-      wake_pending_ = true;
+      // While recovering nothing is woken: the recovery thread wakes the next connection.
+      if (!wake_pending_ && stats_.state == SessionStats::State::kLoggedIn) {
+        wake_pending_ = true;
+        dm_->Wake();
+      }
     }
   }
-  // Once queued the task is the I/O thread's: only a refused one is still ours to touch.
-  if (refused) {
-    // Nothing would ever pick the task up: no I/O thread runs for this session any more.
+  if (on_io_thread) {
+    Enqueue(task);
+    Dispatch();
+  } else if (refused) {
+    // Nothing would ever pick the task up: the session takes no tasks any more.
     task->on_complete(task);
-    return;
   }
-  if (wake) dm_->Wake();
 }
 
 void Session::StopAccepting(const Status& why) {
@@ -157,13 +199,14 @@ void Session::OnWake() {
   Dispatch();
 }
 
+void Session::PushFront(Task* task) {
+  task->next = pending_head_;
+  pending_head_ = task;
+  if (!pending_tail_) pending_tail_ = task;
+}
+
 void Session::Enqueue(Task* task) {
   task->next = nullptr;
-  if (failed_) {
-    task->status = failure_;
-    task->on_complete(task);
-    return;
-  }
   if (pending_tail_) {
     pending_tail_->next = task;
   } else {
@@ -173,13 +216,24 @@ void Session::Enqueue(Task* task) {
 }
 
 void Session::Dispatch() {
-  while (pending_head_ && !free_slots_.empty() && window_.Open() && !failed_) {
+  if (!connected_) return;
+  if (!delayed_.empty()) {
+    // Due retries go first, in the order they were delayed.
+    const Clock::time_point now = dm_->Now();
+    for (size_t i = delayed_.size(); i-- > 0;) {
+      if (delayed_[i].due <= now) {
+        PushFront(delayed_[i].task);
+        delayed_.erase(delayed_.begin() + static_cast<ptrdiff_t>(i));
+      }
+    }
+  }
+  while (pending_head_ && !free_slots_.empty() && window_.Open()) {
     Task* t = pending_head_;
     pending_head_ = t->next;
     if (!pending_head_) pending_tail_ = nullptr;
     SendTask(t);
   }
-  if (logout_requested_ && !logout_sent_ && !failed_ && pending_head_ == nullptr &&
+  if (logout_requested_ && !logout_sent_ && pending_head_ == nullptr && delayed_.empty() &&
       free_slots_.size() == kSlots - 1) {
     SendLogout();
   }
@@ -193,6 +247,8 @@ void Session::SendTask(Task* t) {
     itt = ++slot_generation_[slot] << kSlotBits | slot;
   } while (itt == kReservedTag);
   slots_[slot] = t;
+  slot_abort_[slot] = 0;
+  if (options_.command_timeout.count() > 0) slot_sent_at_[slot] = dm_->Now();
   t->itt = itt;
   t->cmdsn = window_.Take();
   t->data_in_bytes = 0;
@@ -205,7 +261,7 @@ void Session::SendTask(Task* t) {
   t->residual = 0;
   t->residual_overflow = t->residual_underflow = false;
 
-  const NegotiatedParams& p = outcome_.params;
+  const NegotiatedParams& p = params_;
   uint8_t flags = kTaskAttrSimple;
   if (t->direction == DataDirection::kRead) flags |= kReadBit;
   if (t->direction == DataDirection::kWrite && t->transfer_length > 0) {
@@ -240,11 +296,45 @@ Task* Session::LookupTask(uint32_t itt) const {
   return t && t->itt == itt ? t : nullptr;
 }
 
-void Session::Complete(Task* t) {
+void Session::Release(Task* t) {
   const uint32_t slot = t->itt & (kSlots - 1);
   slots_[slot] = nullptr;
+  slot_abort_[slot] = 0;
   free_slots_.push_back(slot);
+}
+
+void Session::Complete(Task* t) {
+  Release(t);
   t->on_complete(t);
+}
+
+void Session::Finish(Task* t) {
+  progress_ = true;
+  if (t->scsi_status != 0) {
+    const RetryDecision d = DecideScsiRetry(*t);
+    if (d.capacity_changed) capacity_changes_.fetch_add(1);
+    if (d.retry) {
+      const Sense sense = DecodeSense(std::span<const uint8_t>(t->sense, t->sense_length));
+      Log(t->scsi_status == 0x02 ? LogLevel::kInfo : LogLevel::kDebug,
+          Describe() + ": " + d.reason + (sense.valid ? " (" + sense.ToString() + ")" : "") +
+              " for CDB opcode 0x" + Hex32(t->cdb[0]).substr(8) + " on LUN " +
+              std::to_string(t->lun) + "; sending it again");
+      Release(t);
+      Retry(t, d.delay);
+      return;
+    }
+  }
+  Complete(t);
+}
+
+void Session::Retry(Task* t, std::chrono::milliseconds delay) {
+  ++t->retries;
+  retried_commands_.fetch_add(1);
+  if (delay.count() == 0) {
+    PushFront(t);
+  } else {
+    delayed_.push_back({dm_->Now() + delay, t});
+  }
 }
 
 void Session::UpdateSequence(const Bhs& bhs, bool has_statsn) {
@@ -306,6 +396,9 @@ void Session::OnPdu(const Bhs& bhs, std::span<const uint8_t> data) {
     case Opcode::kLogoutResponse:
       HandleLogoutResponse(bhs);
       break;
+    case Opcode::kTaskMgmtResponse:
+      HandleTaskManagementResponse(bhs);
+      break;
     default:
       ProtocolFailure(std::string("unexpected ") + OpcodeName(bhs.opcode()) +
                       " in full feature phase");
@@ -354,7 +447,7 @@ void Session::HandleScsiResponse(const Bhs& bhs, std::span<const uint8_t> data) 
       return;
     }
   }
-  Complete(t);
+  Finish(t);
 }
 
 void Session::HandleDataIn(const Bhs& bhs, std::span<const uint8_t> data) {
@@ -393,7 +486,7 @@ void Session::HandleDataIn(const Bhs& bhs, std::span<const uint8_t> data) {
     dm_->Abort(lie);
     return;
   }
-  Complete(t);
+  Finish(t);
 }
 
 void Session::HandleR2T(const Bhs& bhs) {
@@ -414,7 +507,7 @@ void Session::HandleR2T(const Bhs& bhs) {
   }
   const uint64_t offset = bhs.u32(bhs::kBufferOffset);
   const uint64_t len = bhs.u32(bhs::kDesiredLength);
-  if (offset + len > t->transfer_length || len > outcome_.params.max_burst_length) {
+  if (offset + len > t->transfer_length || len > params_.max_burst_length) {
     ProtocolFailure("R2T for offset " + std::to_string(offset) + " length " + std::to_string(len) +
                     " outside the command's " + std::to_string(t->transfer_length) +
                     " bytes or above MaxBurstLength");
@@ -470,10 +563,17 @@ void Session::HandleAsync(const Bhs& bhs, std::span<const uint8_t> data) {
       logout_requested_ = true;
       break;
     case 2:
-    case 3:
-      Log(LogLevel::kWarning, who + " announced that it will drop the connection (Async event " +
-                                  std::to_string(event) + ")");
+    case 3: {
+      // Parameter2: how long the target wants us to wait before logging in again.
+      const uint16_t time2wait = bhs.u16(40);
+      Log(LogLevel::kWarning, who + " announced that it will drop the " +
+                                  (event == 2 ? "connection" : "session") + " (Async event " +
+                                  std::to_string(event) + ", Time2Wait " +
+                                  std::to_string(time2wait) + " s)");
+      MutexLock lock(&submit_mu_);
+      loss_time2wait_ = std::chrono::seconds(time2wait);
       break;
+    }
     case 4:
       Log(LogLevel::kInfo, who + " asked to renegotiate parameters; keeping the current ones");
       break;
@@ -542,9 +642,13 @@ void Session::SendLogout() {
 }
 
 void Session::OnTimer() {
-  if (failed_) return;
-  if (logout_requested_) Dispatch();
+  if (!connected_) return;
+  if (logout_requested_ || !delayed_.empty()) Dispatch();
   const auto now = dm_->Now();
+  if (options_.command_timeout.count() > 0) {
+    CheckCommandTimeouts(now);
+    if (!connected_) return;
+  }
   if (nop_outstanding_ && now - nop_sent_ > options_.nop_timeout) {
     dm_->Abort(Status::Timeout("no answer to NOP-Out within " +
                                std::to_string(options_.nop_timeout.count() / 1000.0).substr(0, 4) +
@@ -564,11 +668,18 @@ void Session::FailAll(const Status& status) {
       Complete(t);
     }
   }
-  Task* lists[2] = {pending_head_, nullptr};
+  tmfs_.clear();
+  Task* lists[3] = {nullptr, pending_head_, nullptr};
+  // Delayed retries were sent before anything still pending.
+  for (size_t i = delayed_.size(); i-- > 0;) {
+    delayed_[i].task->next = lists[0];
+    lists[0] = delayed_[i].task;
+  }
+  delayed_.clear();
   pending_head_ = pending_tail_ = nullptr;
   {
     MutexLock lock(&submit_mu_);
-    lists[1] = submit_head_;
+    lists[2] = submit_head_;
     submit_head_ = submit_tail_ = nullptr;
   }
   for (Task* t : lists) {
@@ -582,14 +693,37 @@ void Session::FailAll(const Status& status) {
 }
 
 void Session::OnConnectionError(const Status& status) {
+  connected_ = false;
   failure_ = status;
   failed_ = true;
-  StopAccepting(status);
   bool logged_out;
   {
     MutexLock lock(&close_mu_);
     logged_out = logout_done_;
   }
+  bool recover;
+  {
+    MutexLock lock(&submit_mu_);
+    recover = options_.recover && !stopping_;
+    if (recover) {
+      recovery_requested_ = true;
+      loss_ = logged_out ? Status::ConnectionFailed("the target asked us to log out") : status;
+      stats_.state = SessionStats::State::kRecovering;
+      stats_.last_loss = loss_.message();
+      recovery_cv_.SignalAll();
+    } else if (!stopping_) {
+      stats_.state = SessionStats::State::kFailed;
+      stats_.last_loss = status.message();
+    }
+  }
+  if (recover) {
+    Log(LogLevel::kInfo,
+        "session to " + Describe() + " lost: " +
+            (logged_out ? std::string("logged out at the target's request") : status.message()) +
+            "; recovering");
+    return;
+  }
+  StopAccepting(status);
   // The target drops the connection after its Logout Response: that is how a logout ends, not a
   // failure worth reporting.
   if (logged_out) {
@@ -603,14 +737,24 @@ void Session::OnConnectionError(const Status& status) {
 }
 
 Status Session::Close() {
-  if (closed_ || !dm_) return Status::OK();
+  if (closed_) return Status::OK();
   closed_ = true;
+  StopRecovery();
+  if (!dm_) return Status::OK();
   const Status closed = Status::Aborted("the session to " + Describe() + " was closed");
   StopAccepting(closed);
-  // Without a started I/O thread (Open failed after login) nobody would send the Logout.
-  const Status result = started_ && !failed_ ? AwaitLogout() : Status::OK();
+  bool logged_in;
+  {
+    MutexLock lock(&submit_mu_);
+    logged_in = stats_.state == SessionStats::State::kLoggedIn;
+  }
+  // Without a started I/O thread (Open failed after login) nobody would send the Logout; a
+  // session between connections has nobody to log out from.
+  const Status result = started_ && logged_in && !failed_ ? AwaitLogout() : Status::OK();
   dm_->Shutdown();
   FailAll(closed);
+  MutexLock lock(&submit_mu_);
+  stats_.state = SessionStats::State::kClosed;
   return result;
 }
 

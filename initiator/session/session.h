@@ -1,26 +1,38 @@
-// Session: a logged-in iSCSI Normal session over one connection, in full feature phase.
+// Session: a logged-in iSCSI Normal session, in full feature phase, that outlives its
+// connections.
 //
 // Open connects (following login redirects), logs in and starts the connection's I/O thread.
 // Submit may be called from any thread; each Task completes exactly once through its
-// on_complete: on the I/O thread, or at once on the submitting thread, inside Submit, when the
-// session can no longer take the task (it was closed, or its connection failed), or on Close's
-// thread for the tasks still unfinished when Close stops the I/O thread. The session keeps the
-// CmdSN window (commands past MaxCmdSN wait, in order, and are never failed for it), the ITT table
-// (1023 commands in flight at most), immediate and unsolicited data per FirstBurstLength, R2T →
-// Data-Out, Data-In with phase-collapsed status, residuals and sense, NOP-In/NOP-Out in both
-// directions with a keepalive timeout, Async Messages, Rejects and Logout.
+// on_complete: on the I/O thread; or at once on the submitting thread, inside Submit, when the
+// session cannot take the task (it was closed, or it has been recovering for longer than
+// replacement_timeout); or on the recovery thread (a task that may not be replayed, or that waited
+// past replacement_timeout); or on Close's thread for the tasks still unfinished when Close stops
+// the session. The session keeps the CmdSN window (commands past MaxCmdSN wait, in order, and are
+// never failed for it), the ITT table (1023 commands in flight at most), immediate and
+// unsolicited data per FirstBurstLength, R2T → Data-Out, Data-In with phase-collapsed status,
+// residuals and sense, NOP-In/NOP-Out in both directions with a keepalive timeout, Async
+// Messages, Rejects, Task Management (ABORT TASK and LOGICAL UNIT RESET for a command past
+// command_timeout) and Logout; SCSI outcomes that mean "try again" are retried (scsi_retry.h).
 //
-// When the connection fails every unfinished task completes with an error naming the portal and
-// the cause, promptly; later submissions fail at once. Close() logs out (bounded by a timeout)
-// after the in-flight tasks have completed; a session whose Open failed after login has no I/O
-// thread to log out with, and is closed at once.
+// Recovery at ErrorRecoveryLevel 0 (docs/recovery.md): when the connection is lost, whatever the
+// cause, the recovery thread shuts it down (so an iSER connection's STags are revoked before any
+// task's memory is reused or handed back), waits DefaultTime2Wait and logs in again with the same
+// ISID — session reinstatement — on each known portal in turn, backing off between rounds. Then
+// every unfinished task is sent again in its original order with a new ITT and CmdSN; a task
+// that is not safe to repeat (COMPARE AND WRITE, PERSISTENT RESERVE OUT) fails instead. Tasks wait
+// meanwhile, up to replacement_timeout; then they and new ones fail, and recovery goes on.
+//
+// Close() logs out (bounded by a timeout) after the in-flight tasks have completed; a session whose
+// Open failed after login has no I/O thread to log out with, and is closed at once.
 #pragma once
 
+#include <array>
 #include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "initiator/base/mutex.h"
@@ -62,21 +74,28 @@ class Session final : private DatamoverEvents {
   Session(const Session&) = delete;
   Session& operator=(const Session&) = delete;
 
-  // After Close, or once the connection failed, the task completes at once with an error.
+  // After Close, or while recovery has lasted past replacement_timeout, the task completes at
+  // once with an error.
   void Submit(Task* task);
   // Submits and waits. Not from the I/O thread.
   void Execute(Task* task);
   // Logs out and stops the I/O thread; idempotent. In-flight tasks should have completed.
   Status Close();
 
-  const NegotiatedParams& params() const { return outcome_.params; }
+  // As negotiated by the first login (a recovery that negotiated otherwise is logged).
+  const NegotiatedParams& params() const { return first_params_; }
+  // Where Open logged in, after redirects; stats().portal says where the session is now.
   const Portal& portal() const { return portal_; }
   const std::string& target_name() const { return options_.target_name; }
   std::string Describe() const;
   // The most data one SCSI command may carry on this session (transport limits).
   uint32_t max_transfer_bytes() const { return max_transfer_bytes_; }
+  // Logged in now (not recovering, not failed, not closed).
   bool healthy() const { return !failed_.load(); }
   SessionStats stats() const;
+  // Counts UNIT ATTENTIONs "capacity data has changed": a frontend that caches the LUN's size
+  // reads it again when this moves.
+  uint64_t capacity_changes() const { return capacity_changes_.load(); }
 
  private:
   explicit Session(const SessionOptions& options);
@@ -91,10 +110,16 @@ class Session final : private DatamoverEvents {
   // Submit refuses tasks from now on with the first reason given.
   void StopAccepting(const Status& why);
   void Enqueue(Task* task);
+  void PushFront(Task* task);
   void Dispatch();
   void SendTask(Task* task);
   Task* LookupTask(uint32_t itt) const;
+  // Frees the task's ITT slot; Complete then runs on_complete.
+  void Release(Task* task);
   void Complete(Task* task);
+  // A task with a SCSI status: completes it, or sends it again (scsi_retry.h).
+  void Finish(Task* task);
+  void Retry(Task* task, std::chrono::milliseconds delay);
   void FailAll(const Status& status);
   void UpdateSequence(const Bhs& bhs, bool has_statsn);
   void HandleScsiResponse(const Bhs& bhs, std::span<const uint8_t> data);
@@ -109,39 +134,100 @@ class Session final : private DatamoverEvents {
   // Close's wait for the Logout Response, the connection's failure, or the logout timeout.
   Status AwaitLogout();
   void ProtocolFailure(const std::string& what);
+  // Describe() for a caller that holds submit_mu_.
+  std::string DescribeLocked() const ISER_REQUIRES(submit_mu_);
+
+  // Task management (task_management.cc), I/O thread: command_timeout's escalation.
+  void CheckCommandTimeouts(Clock::time_point now);
+  void SendTaskManagement(uint8_t function, uint64_t lun, Task* referenced);
+  void HandleTaskManagementResponse(const Bhs& bhs);
+  // The task was aborted by the target: it is sent again, or fails once it has been aborted too
+  // often.
+  void RetryAborted(Task* task, const std::string& how);
+
+  // Recovery (recovery.cc), recovery thread.
+  void RecoveryMain();
+  void Recover();
+  // Takes every unfinished task, in the order it was first sent, into pending_; fails those
+  // that may not be sent twice. Returns how many will be replayed.
+  uint64_t CollectForReplay(const std::string& cause);
+  Status Reconnect(const Portal& portal, uint64_t replayed, Clock::time_point lost_at);
+  void GiveUp(const Status& why);
+  // Ends the recovery thread (Close); tasks it held are left for Close to fail.
+  void StopRecovery();
 
   SessionOptions options_;
+  const std::array<uint8_t, 6> isid_;
+  NegotiatedParams first_params_;
   Portal portal_;
-  LoginOutcome outcome_;
+
+  // The current connection. Its I/O thread uses dm_ freely; other threads only under submit_mu_,
+  // because the recovery thread replaces it (under submit_mu_, while no I/O thread runs).
   std::unique_ptr<Datamover> dm_;
   uint32_t max_transfer_bytes_ = 0;
 
-  // Submissions from other threads, and whether the session still takes them (refusal_ says
-  // why not).
-  Mutex submit_mu_;
+  // Submissions from other threads, whether the session takes them (refusal_ says why not), and
+  // the state shared with the recovery thread.
+  mutable Mutex submit_mu_;
   Task* submit_head_ ISER_GUARDED_BY(submit_mu_) = nullptr;
   Task* submit_tail_ ISER_GUARDED_BY(submit_mu_) = nullptr;
   bool wake_pending_ ISER_GUARDED_BY(submit_mu_) = false;
   bool accepting_ ISER_GUARDED_BY(submit_mu_) = true;
   Status refusal_ ISER_GUARDED_BY(submit_mu_);
+  CondVar recovery_cv_;
+  bool recovery_requested_ ISER_GUARDED_BY(submit_mu_) = false;
+  bool stopping_ ISER_GUARDED_BY(submit_mu_) = false;  // Close has begun
+  Status loss_ ISER_GUARDED_BY(submit_mu_);            // why the connection was lost
+  std::chrono::seconds loss_time2wait_ ISER_GUARDED_BY(submit_mu_){0};
+  SessionStats stats_ ISER_GUARDED_BY(submit_mu_);
+  std::thread recovery_thread_;
 
-  // I/O thread state.
+  // I/O thread state (the recovery thread's while no I/O thread runs).
+  NegotiatedParams params_;
+  bool connected_ = false;
   CmdWindow window_;
   uint32_t exp_statsn_ = 0;
   Task* pending_head_ = nullptr;  // waiting for the window or an ITT slot, in order
   Task* pending_tail_ = nullptr;
+  struct Delayed {
+    Clock::time_point due;
+    Task* task;
+  };
+  std::vector<Delayed> delayed_;  // retries waiting for their back-off
   static constexpr uint32_t kSlotBits = 10;
-  static constexpr uint32_t kSlots = 1u << kSlotBits;  // slot 0: NOP-Out and Logout
+  static constexpr uint32_t kSlots = 1u << kSlotBits;  // slot 0: NOP-Out, Logout, TMF
   std::vector<Task*> slots_;
   std::vector<uint32_t> slot_generation_;
+  std::vector<Clock::time_point> slot_sent_at_;
+  std::vector<uint8_t> slot_abort_;  // 0, or the TMF function sent for the slot's task
   std::vector<uint32_t> free_slots_;
+  struct TaskManagement {
+    uint32_t itt;
+    uint8_t function;
+    uint64_t lun;
+    uint32_t referenced_itt;
+    Clock::time_point sent_at;
+  };
+  std::vector<TaskManagement> tmfs_;
   uint32_t control_itt_ = 0;
+  Clock::time_point connected_at_;
   Clock::time_point last_receive_;
   bool nop_outstanding_ = false;
   Clock::time_point nop_sent_;
   std::atomic<bool> failed_{false};
   Status failure_;
   bool logout_sent_ = false;
+  // A command completed on the current connection: a later loss starts a new recovery episode.
+  std::atomic<bool> progress_{false};
+  std::atomic<uint64_t> capacity_changes_{0};
+  std::atomic<uint64_t> retried_commands_{0};
+
+  // Recovery thread state. An episode is the losses, one after the other, of connections that
+  // completed nothing: they share a replacement_timeout and a growing back-off.
+  bool in_episode_ = false;
+  Clock::time_point episode_start_;
+  std::chrono::milliseconds backoff_{0};
+  bool gave_up_ = false;
 
   // Close() waits on this for the Logout Response or a failure.
   Mutex close_mu_;

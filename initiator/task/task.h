@@ -59,6 +59,8 @@ struct Task {
   uint32_t next_r2t_sn = 0;        // expected R2TSN of the next R2T
   uint32_t immediate_bytes = 0;    // write bytes sent as immediate data
   uint32_t unsolicited_bytes = 0;  // write bytes sent as unsolicited Data-Out (after immediate)
+  uint8_t retries = 0;             // SCSI-level retries so far (BUSY, UNIT ATTENTION, ...)
+  uint8_t aborts = 0;              // times aborted after command_timeout and sent again
   Task* next = nullptr;            // intrusive queue link
 };
 

@@ -14,8 +14,16 @@ class FakeDatamover final : public Datamover {
   Clock::time_point Now() const override { return c_->Now(); }
 
   Status Connect(const Portal& portal, Deadline) override {
-    ++c_->connects_;
+    const int n = ++c_->connects_;
     portal_ = portal.ToString();
+    c_->failed_ = false;
+    c_->failure_ = Status::OK();
+    c_->shut_down_ = false;
+    c_->io_thread_stopped_ = false;
+    c_->events_ = nullptr;
+    c_->login_responses_.clear();
+    c_->portals_.push_back(portal_);
+    if (c_->options_.connect_result) return c_->options_.connect_result(n);
     return c_->options_.connect_status;
   }
   std::string Describe() const override { return "FAKE " + portal_; }
@@ -106,6 +114,7 @@ DatamoverFactory FakeConnection::Factory() {
 
 void FakeConnection::AnswerLogin(const Bhs& req) {
   const uint8_t csg = (req.flags() >> 2) & 3;
+  if (csg == 0) logins_.push_back(req);
   const uint32_t cmdsn = req.u32(bhs::kCmdSN);
   Bhs rsp;
   rsp.set_opcode(Opcode::kLoginResponse, false);

@@ -15,10 +15,15 @@
 //    FireTimer, FailConnection, and moves the clock with Advance.
 //  - Wake runs OnWake at once, then options().on_wake (the target's reaction while a caller
 //    waits, e.g. in Close).
+//  - Reconnects: every Connect starts a new connection (the failure and the shutdown of the
+//    last one are forgotten); a recovering session connects, logs in and starts from its
+//    recovery thread, so a test touches the fake again only after the session reports the
+//    recovery done (Session::stats()).
 // Events never nest: what the session causes from inside an event (Abort, the auto-answered
 // Logout) runs after the event returns, as an I/O loop would run it.
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <deque>
@@ -38,6 +43,9 @@ namespace iser::test {
 
 struct FakeConnectionOptions {
   Status connect_status;
+  // When set, decides each connect instead of connect_status; n counts connects from 1. Set it
+  // before Open: a recovering session connects from its own thread.
+  std::function<Status(int n)> connect_result;
   Status enter_full_feature_status;
   Status start_status;
   // The target's answers in the operational stage of login.
@@ -88,8 +96,12 @@ class FakeConnection {
   // What happened.
   std::vector<SentPdu>& sent() { return sent_; }
   std::vector<SentPdu> TakeSent();
-  int connects() const { return connects_; }
+  int connects() const { return connects_.load(); }
   int wakes() const { return wakes_; }
+  // The first Login Request of every login, in order (ISID, TSIH).
+  const std::vector<Bhs>& logins() const { return logins_; }
+  // The portal of every Connect, in order ("192.0.2.1:3260").
+  const std::vector<std::string>& portals() const { return portals_; }
   bool started() const { return events_ != nullptr; }
   bool shut_down() const { return shut_down_; }
   // The status the connection failed with (Abort or FailConnection); OK while it runs.
@@ -115,8 +127,10 @@ class FakeConnection {
   std::deque<std::function<void()>> posted_;
   std::deque<std::pair<Bhs, std::vector<uint8_t>>> login_responses_;
   std::vector<SentPdu> sent_;
-  int connects_ = 0;
+  std::atomic<int> connects_{0};
   int wakes_ = 0;
+  std::vector<std::string> portals_;
+  std::vector<Bhs> logins_;
   bool shut_down_ = false;
   bool io_thread_stopped_ = false;
   bool failed_ = false;

@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <cstdint>
 #include <deque>
 #include <memory>
@@ -19,7 +20,8 @@ namespace iser::test {
 struct TestTask {
   Task task;
   std::vector<uint8_t> buffer;
-  int completions = 0;
+  // Atomic: a recovering session may complete a task on its recovery thread.
+  std::atomic<int> completions{0};
 };
 
 class SessionTest : public ::testing::Test {
@@ -32,6 +34,10 @@ class SessionTest : public ::testing::Test {
     o.datamover_factory = fake_.Factory();
     // Bounds a test that forgets to finish its tasks; no test waits for it.
     o.logout_timeout = std::chrono::milliseconds(200);
+    // The session logic tests see a lost connection end the session, and commands wait as long
+    // as the test likes; the recovery and timeout tests turn these on.
+    o.recover = false;
+    o.command_timeout = std::chrono::milliseconds(0);
     return o;
   }
   void Open() { Open(Options()); }

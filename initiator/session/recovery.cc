@@ -1,0 +1,277 @@
+// Session recovery at ErrorRecoveryLevel 0: the recovery thread's half of Session (session.h
+// says what it does; docs/recovery.md why).
+#include <algorithm>
+#include <cstdio>
+
+#include "initiator/base/log.h"
+#include "initiator/session/connect_login.h"
+#include "initiator/session/session.h"
+
+namespace iser {
+
+namespace {
+
+// Between rounds over every portal the wait doubles from the first to the last: a target that
+// is back is found within the cap, one that stays away costs a login attempt every two seconds.
+constexpr std::chrono::milliseconds kFirstBackoff{250};
+constexpr std::chrono::milliseconds kMaxBackoff{2000};
+// A connection that lived this long, or completed a command, ends a recovery episode: the next
+// loss waits Time2Wait again and gets a fresh replacement_timeout.
+constexpr std::chrono::seconds kStableConnection{10};
+
+constexpr uint8_t kCompareAndWrite = 0x89;
+constexpr uint8_t kPersistentReserveOut = 0x5f;
+
+std::string Seconds(Clock::duration d) {
+  char buf[32];
+  snprintf(buf, sizeof buf, "%.1f s", std::chrono::duration<double>(d).count());
+  return buf;
+}
+
+const char* NotReplayable(const Task& t) {
+  switch (t.cdb[0]) {
+    case kCompareAndWrite:
+      return "COMPARE AND WRITE";
+    case kPersistentReserveOut:
+      return "PERSISTENT RESERVE OUT";
+  }
+  return nullptr;
+}
+
+}  // namespace
+
+void Session::StopRecovery() {
+  {
+    MutexLock lock(&submit_mu_);
+    stopping_ = true;
+    recovery_cv_.SignalAll();
+  }
+  if (recovery_thread_.joinable()) recovery_thread_.join();
+}
+
+void Session::RecoveryMain() {
+  for (;;) {
+    {
+      MutexLock lock(&submit_mu_);
+      while (!recovery_requested_ && !stopping_) recovery_cv_.Wait(&submit_mu_);
+      if (stopping_) return;
+      recovery_requested_ = false;
+    }
+    Recover();
+  }
+}
+
+uint64_t Session::CollectForReplay(const std::string& cause) {
+  std::vector<Task*> sent;
+  for (uint32_t s = 1; s < kSlots; ++s) {
+    if (slots_[s]) sent.push_back(slots_[s]);
+    slots_[s] = nullptr;
+    slot_abort_[s] = 0;
+  }
+  free_slots_.clear();
+  for (uint32_t s = kSlots - 1; s >= 1; --s) free_slots_.push_back(s);
+  tmfs_.clear();
+  std::sort(sent.begin(), sent.end(),
+            [](const Task* a, const Task* b) { return SerialLess(a->cmdsn, b->cmdsn); });
+
+  // The order they were first sent in: commands in flight, retries waiting for their back-off,
+  // then what never left.
+  std::vector<Task*> order;
+  std::vector<Task*> refused;
+  for (Task* t : sent) (NotReplayable(*t) ? refused : order).push_back(t);
+  const uint64_t replayed = order.size();
+  for (const Delayed& d : delayed_) order.push_back(d.task);
+  delayed_.clear();
+  for (Task* t = pending_head_; t; t = t->next) order.push_back(t);
+  pending_head_ = pending_tail_ = nullptr;
+  for (Task* t : order) Enqueue(t);
+
+  for (Task* t : refused) {
+    t->status = Status::IoError(std::string(NotReplayable(*t)) +
+                                " was in flight when the session to " + Describe() + " was lost (" +
+                                cause + "): it is not safe to repeat, so it was not sent again");
+    t->on_complete(t);
+  }
+  return replayed;
+}
+
+void Session::GiveUp(const Status& cause) {
+  gave_up_ = true;
+  const Clock::duration elapsed = Clock::now() - episode_start_;
+  const Status why = Status::IoError(
+      "the session to " + Describe() + " was lost (" + cause.message() + ") " + Seconds(elapsed) +
+      " ago and is not back within replacement_timeout (" + Seconds(options_.replacement_timeout) +
+      "); recovery goes on in the background");
+  Task* submitted;
+  {
+    MutexLock lock(&submit_mu_);
+    accepting_ = false;
+    refusal_ = why;
+    if (!recovery_requested_) stats_.state = SessionStats::State::kFailed;
+    submitted = submit_head_;
+    submit_head_ = submit_tail_ = nullptr;
+  }
+  Log(LogLevel::kWarning, "gave up waiting for the session to " + Describe() + " after " +
+                              Seconds(elapsed) + ": I/O now fails; still trying");
+  Task* lists[2] = {pending_head_, submitted};
+  pending_head_ = pending_tail_ = nullptr;
+  for (Task* t : lists) {
+    while (t) {
+      Task* next = t->next;
+      t->status = why;
+      t->on_complete(t);
+      t = next;
+    }
+  }
+}
+
+void Session::Recover() {
+  Status cause;
+  std::chrono::seconds time2wait;
+  {
+    MutexLock lock(&submit_mu_);
+    cause = loss_;
+    time2wait = loss_time2wait_.count() > 0 ? loss_time2wait_
+                                            : std::chrono::seconds(params_.default_time2wait);
+    loss_time2wait_ = std::chrono::seconds(0);
+  }
+  const Clock::time_point lost_at = Clock::now();
+  // Joins the I/O thread, and over iSER deregisters the connection's memory: from here no
+  // target can reach a task's buffer through an old STag, and the I/O state is this thread's.
+  dm_->Shutdown();
+  const bool progress = progress_.exchange(false);
+  if (!in_episode_ || progress || lost_at - connected_at_ >= kStableConnection) {
+    in_episode_ = true;
+    episode_start_ = lost_at;
+    backoff_ = std::chrono::milliseconds(0);
+    gave_up_ = false;
+  }
+  uint64_t replayed = CollectForReplay(cause.message());
+  if (gave_up_ || options_.replacement_timeout.count() == 0) {
+    GiveUp(cause);
+    replayed = 0;
+  }
+
+  std::vector<Portal> portals{options_.portal};
+  if (!(portal_ == options_.portal)) portals.push_back(portal_);
+  for (const Portal& p : options_.alternate_portals) {
+    if (std::find(portals.begin(), portals.end(), p) == portals.end()) portals.push_back(p);
+  }
+
+  Clock::time_point next_attempt = lost_at + std::max<Clock::duration>(time2wait, backoff_);
+  std::string last_error;
+  for (;;) {
+    const Clock::time_point give_up_at = episode_start_ + options_.replacement_timeout;
+    {
+      MutexLock lock(&submit_mu_);
+      for (;;) {
+        if (stopping_) return;
+        const Clock::time_point now = Clock::now();
+        if ((!gave_up_ && now >= give_up_at) || now >= next_attempt) break;
+        const Clock::time_point until =
+            gave_up_ ? next_attempt : std::min(next_attempt, give_up_at);
+        recovery_cv_.WaitFor(&submit_mu_, until - now);
+      }
+    }
+    if (!gave_up_ && Clock::now() >= give_up_at) {
+      GiveUp(cause);
+      replayed = 0;
+      continue;
+    }
+    for (const Portal& p : portals) {
+      const Status st = Reconnect(p, replayed, lost_at);
+      if (st.ok()) return;
+      // Each new reason once at info level; a target that stays away does not flood the log.
+      if (st.message() != last_error) {
+        Log(LogLevel::kInfo, "recovering the session to " + options_.target_name + ": " +
+                                 st.message() + "; trying again");
+        last_error = st.message();
+      } else {
+        Log(LogLevel::kDebug,
+            "recovering the session to " + options_.target_name + ": " + st.message());
+      }
+      MutexLock lock(&submit_mu_);
+      if (stopping_) return;
+    }
+    backoff_ = std::clamp<std::chrono::milliseconds>(backoff_ * 2, kFirstBackoff, kMaxBackoff);
+    next_attempt = Clock::now() + backoff_;
+  }
+}
+
+Status Session::Reconnect(const Portal& portal, uint64_t replayed, Clock::time_point lost_at) {
+  SessionOptions o = options_;
+  o.portal = portal;
+  std::unique_ptr<Datamover> dm;
+  LoginOutcome outcome;
+  Portal where;
+  ISER_RETURN_IF_ERROR(ConnectAndLogin(o, SessionType::kNormal, isid_, &dm, &outcome, &where));
+  if (options_.transport == TransportKind::kIser && !outcome.params.rdma_extensions) {
+    return Status::LoginFailed("the target at " + where.ToString() +
+                               " refused RDMAExtensions=Yes on a session that was iSER");
+  }
+  if (dm->MaxTransferBytes() < max_transfer_bytes_) {
+    return Status::LoginFailed(
+        "the connection to " + where.ToString() + " carries at most " +
+        std::to_string(dm->MaxTransferBytes()) + " bytes per command, less than the " +
+        std::to_string(max_transfer_bytes_) + " the session's users were promised");
+  }
+  ISER_RETURN_IF_ERROR(dm->EnterFullFeature(ConnectionParamsOf(outcome.params)));
+
+  params_ = outcome.params;
+  window_.Reset(1, outcome.exp_cmdsn, outcome.max_cmdsn);
+  exp_statsn_ = outcome.exp_statsn;
+  nop_outstanding_ = false;
+  logout_sent_ = false;
+  logout_requested_ = false;
+  {
+    MutexLock lock(&close_mu_);
+    logout_done_ = false;
+  }
+  last_receive_ = dm->Now();
+  connected_at_ = Clock::now();
+  std::unique_ptr<Datamover> old;
+  {
+    MutexLock lock(&submit_mu_);
+    old = std::move(dm_);
+    dm_ = std::move(dm);
+    stats_.portal = dm_->Describe();
+  }
+  old.reset();
+  connected_ = true;
+  failed_ = false;
+  if (Status st = dm_->Start(this); !st.ok()) {
+    connected_ = false;
+    failed_ = true;
+    dm_->Shutdown();
+    return st;
+  }
+  {
+    MutexLock lock(&submit_mu_);
+    if (!recovery_requested_) stats_.state = SessionStats::State::kLoggedIn;
+    if (!stopping_) {
+      accepting_ = true;
+      refusal_ = Status::OK();
+    }
+    wake_pending_ = true;
+  }
+  // The replayed tasks wait in pending_, and what was submitted meanwhile in the submit queue.
+  // Outside the lock: a datamover may run OnWake inside Wake. dm_ stays valid: only this thread
+  // replaces it, and Close joins this thread first.
+  dm_->Wake();
+  const Clock::duration took = Clock::now() - lost_at;
+  std::string where_now;
+  {
+    MutexLock lock(&submit_mu_);
+    ++stats_.recoveries;
+    stats_.replayed_tasks += replayed;
+    stats_.longest_recovery = std::max(stats_.longest_recovery,
+                                       std::chrono::duration_cast<std::chrono::milliseconds>(took));
+    where_now = stats_.portal;
+  }
+  Log(LogLevel::kInfo, "recovered the session to " + options_.target_name + " after " +
+                           Seconds(took) + " via " + where_now + ", " + std::to_string(replayed) +
+                           (replayed == 1 ? " command" : " commands") + " replayed");
+  return Status::OK();
+}
+
+}  // namespace iser

@@ -1,0 +1,159 @@
+// command_timeout's escalation, the I/O thread's half of Session: a command unanswered for
+// command_timeout gets ABORT TASK; an abort unanswered gets LOGICAL UNIT RESET; a reset
+// unanswered or refused drops the connection, and recovery replays what was left. This is the
+// order Linux's SCSI error handler uses over open-iscsi (docs/recovery.md).
+#include <algorithm>
+
+#include "initiator/base/log.h"
+#include "initiator/session/session.h"
+
+namespace iser {
+
+namespace {
+
+constexpr uint8_t kAbortTask = 1;
+constexpr uint8_t kLogicalUnitReset = 5;
+constexpr size_t kReferencedTaskTag = 20;
+constexpr size_t kRefCmdSN = 32;
+// Times a command is aborted and sent again before its timeout is its answer.
+constexpr uint8_t kMaxAborts = 2;
+
+const char* FunctionName(uint8_t function) {
+  return function == kAbortTask ? "ABORT TASK" : "LOGICAL UNIT RESET";
+}
+
+// open-iscsi waits 15 s for an abort and 30 s for a LUN reset; a shorter command_timeout
+// shortens them too, so that a user who asked for quick failure gets it.
+std::chrono::milliseconds AnswerTimeout(uint8_t function, std::chrono::milliseconds command) {
+  return function == kAbortTask ? std::min(command, std::chrono::milliseconds(15000))
+                                : std::min(command * 2, std::chrono::milliseconds(30000));
+}
+
+std::string Hex8(uint8_t v) {
+  static const char kDigits[] = "0123456789abcdef";
+  return {kDigits[v >> 4], kDigits[v & 15]};
+}
+
+std::string Seconds(std::chrono::milliseconds d) {
+  return std::to_string(d.count() / 1000) + "." + std::to_string(d.count() % 1000 / 100) + " s";
+}
+
+}  // namespace
+
+void Session::SendTaskManagement(uint8_t function, uint64_t lun, Task* referenced) {
+  TaskManagement m{++slot_generation_[0] << kSlotBits, function, lun,
+                   referenced ? referenced->itt : kReservedTag, dm_->Now()};
+  Bhs b;
+  b.set_opcode(Opcode::kTaskMgmtRequest, true);
+  b.set_flags(kFinalBit | function);
+  b.set_lun(EncodeLun(lun));
+  b.set_itt(m.itt);
+  b.set_u32(kReferencedTaskTag, m.referenced_itt);
+  b.set_u32(bhs::kCmdSN, window_.next());
+  b.set_u32(bhs::kExpStatSN, exp_statsn_);
+  if (referenced) b.set_u32(kRefCmdSN, referenced->cmdsn);
+  tmfs_.push_back(m);
+  dm_->SendControl(b, {});
+}
+
+void Session::CheckCommandTimeouts(Clock::time_point now) {
+  const std::chrono::milliseconds timeout = options_.command_timeout;
+  std::vector<uint64_t> reset_luns;
+  for (size_t i = 0; i < tmfs_.size();) {
+    const TaskManagement m = tmfs_[i];
+    const std::chrono::milliseconds limit = AnswerTimeout(m.function, timeout);
+    if (now - m.sent_at <= limit) {
+      ++i;
+      continue;
+    }
+    if (m.function == kLogicalUnitReset) {
+      dm_->Abort(Status::Timeout("no answer to LOGICAL UNIT RESET of LUN " + std::to_string(m.lun) +
+                                 " within " + Seconds(limit) +
+                                 ": dropping the connection to recover"));
+      return;
+    }
+    Log(LogLevel::kWarning, Describe() + ": no answer to ABORT TASK within " + Seconds(limit) +
+                                "; resetting LUN " + std::to_string(m.lun));
+    tmfs_.erase(tmfs_.begin() + static_cast<ptrdiff_t>(i));
+    if (std::find(reset_luns.begin(), reset_luns.end(), m.lun) == reset_luns.end()) {
+      reset_luns.push_back(m.lun);
+    }
+  }
+  for (uint64_t lun : reset_luns) {
+    const bool pending = std::any_of(tmfs_.begin(), tmfs_.end(), [&](const TaskManagement& m) {
+      return m.function == kLogicalUnitReset && m.lun == lun;
+    });
+    if (!pending) SendTaskManagement(kLogicalUnitReset, lun, nullptr);
+    for (uint32_t s = 1; s < kSlots; ++s) {
+      if (slots_[s] && slots_[s]->lun == lun) slot_abort_[s] = kLogicalUnitReset;
+    }
+  }
+  for (uint32_t s = 1; s < kSlots; ++s) {
+    Task* t = slots_[s];
+    if (t == nullptr || slot_abort_[s] != 0 || now - slot_sent_at_[s] <= timeout) continue;
+    Log(LogLevel::kWarning, Describe() + ": no answer to CDB opcode 0x" + Hex8(t->cdb[0]) +
+                                " (CmdSN " + std::to_string(t->cmdsn) + ") on LUN " +
+                                std::to_string(t->lun) + " within " + Seconds(timeout) +
+                                "; aborting it");
+    slot_abort_[s] = kAbortTask;
+    SendTaskManagement(kAbortTask, t->lun, t);
+  }
+}
+
+void Session::RetryAborted(Task* t, const std::string& how) {
+  Release(t);
+  if (t->aborts >= kMaxAborts) {
+    t->status = Status::Timeout("no answer within command_timeout (" +
+                                Seconds(options_.command_timeout) + ") from " + Describe() + ", " +
+                                std::to_string(t->aborts + 1) + " times; last " + how);
+    t->on_complete(t);
+    return;
+  }
+  ++t->aborts;
+  retried_commands_.fetch_add(1);
+  PushFront(t);
+}
+
+void Session::HandleTaskManagementResponse(const Bhs& bhs) {
+  const auto it = std::find_if(tmfs_.begin(), tmfs_.end(),
+                               [&](const TaskManagement& m) { return m.itt == bhs.itt(); });
+  if (it == tmfs_.end()) {
+    ProtocolFailure("Task Management Function Response for unknown ITT " +
+                    std::to_string(bhs.itt()));
+    return;
+  }
+  UpdateSequence(bhs, true);
+  const TaskManagement m = *it;
+  tmfs_.erase(it);
+  // 0: function complete; 1: the task does not exist (it completed, or the target lost it).
+  const uint8_t response = bhs.b[2];
+  if (m.function == kAbortTask) {
+    Task* t = LookupTask(m.referenced_itt);
+    if (response == 0 || response == 1) {
+      if (t) RetryAborted(t, "aborted by ABORT TASK");
+      return;
+    }
+    Log(LogLevel::kWarning, Describe() + " answered ABORT TASK with response " +
+                                std::to_string(response) + "; resetting LUN " +
+                                std::to_string(m.lun));
+    const bool pending = std::any_of(tmfs_.begin(), tmfs_.end(), [&](const TaskManagement& x) {
+      return x.function == kLogicalUnitReset && x.lun == m.lun;
+    });
+    if (!pending) SendTaskManagement(kLogicalUnitReset, m.lun, nullptr);
+    return;
+  }
+  if (response != 0) {
+    dm_->Abort(Status::IoError(std::string(FunctionName(m.function)) + " of LUN " +
+                               std::to_string(m.lun) + " answered with response " +
+                               std::to_string(response) + ": dropping the connection to recover"));
+    return;
+  }
+  // The reset ended every task of the LUN: their answers, and those of their aborts, will never
+  // come.
+  std::erase_if(tmfs_, [&](const TaskManagement& x) { return x.lun == m.lun; });
+  for (uint32_t s = 1; s < kSlots; ++s) {
+    if (slots_[s] && slots_[s]->lun == m.lun) RetryAborted(slots_[s], "ended by a LUN reset");
+  }
+}
+
+}  // namespace iser

@@ -1,0 +1,502 @@
+// Session recovery over the fake datamover: what is sent again after a lost connection, in which
+// order and under which tags, what is not, how long tasks wait (replacement_timeout), and the
+// reinstatement login itself. The fake stands in for the target because only it can be stopped
+// between PDUs; tests/recovery/ kills real targets.
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <cstring>
+#include <thread>
+
+#include "initiator/session/scsi_retry.h"
+#include "tests/unit/session_fixture.h"
+
+namespace iser::test {
+namespace {
+
+using std::chrono::milliseconds;
+
+class SessionRecoveryTest : public SessionTest {
+ protected:
+  SessionOptions RecoveringOptions() {
+    SessionOptions o = Options();
+    o.recover = true;
+    // No wait before the first reconnect: the tests run on the real clock.
+    o.offer.default_time2wait = 0;
+    fake_.options().login_keys = Time2WaitZero();
+    return o;
+  }
+  static std::vector<std::string> Time2WaitZero() {
+    std::vector<std::string> keys = DefaultTargetLoginKeys();
+    for (std::string& k : keys) {
+      if (k.starts_with("DefaultTime2Wait=")) k = "DefaultTime2Wait=0";
+    }
+    return keys;
+  }
+  // Waits (bounded) until pred holds for the session's stats.
+  template <typename Pred>
+  bool WaitFor(Pred pred, milliseconds limit = milliseconds(10000)) {
+    const auto end = std::chrono::steady_clock::now() + limit;
+    while (std::chrono::steady_clock::now() < end) {
+      if (pred(session_->stats())) return true;
+      std::this_thread::sleep_for(milliseconds(1));
+    }
+    return false;
+  }
+  bool WaitForCompletion(const TestTask& t, milliseconds limit = milliseconds(10000)) {
+    const auto end = std::chrono::steady_clock::now() + limit;
+    while (std::chrono::steady_clock::now() < end) {
+      if (t.completions.load() > 0) return true;
+      std::this_thread::sleep_for(milliseconds(1));
+    }
+    return false;
+  }
+  void LoseConnection() { fake_.FailConnection(Status::ConnectionFailed("peer reset (test)")); }
+  bool WaitForRecoveries(uint64_t n) {
+    return WaitFor([n](const SessionStats& s) {
+      return s.recoveries >= n && s.state == SessionStats::State::kLoggedIn;
+    });
+  }
+  Bhs CheckCondition(const TestTask& t, uint8_t key, uint8_t asc, uint8_t ascq,
+                     std::vector<uint8_t>* data) {
+    Bhs r = fake_.Header(Opcode::kScsiResponse, t.task.itt);
+    r.b[3] = 0x02;
+    // SenseLength, then fixed-format sense data.
+    *data = {0, 18, 0x70, 0, key, 0, 0, 0, 0, 10, 0, 0, 0, 0, asc, ascq, 0, 0, 0, 0};
+    return r;
+  }
+};
+
+TEST_F(SessionRecoveryTest, UnfinishedTasksAreSentAgainInOrderWithNewTagsAndCmdSN) {
+  Open(RecoveringOptions());
+  TestTask& a = NewRead(4096);
+  TestTask& b = NewWrite(4096);
+  TestTask& c = NewRead(8192);
+  session_->Submit(&a.task);
+  session_->Submit(&b.task);
+  session_->Submit(&c.task);
+  std::vector<SentPdu> first = TakeCommands();
+  ASSERT_EQ(first.size(), 3u);
+  Respond(b);  // b finished before the loss: it must not be sent again
+  ASSERT_EQ(b.completions, 1);
+
+  LoseConnection();
+  ASSERT_TRUE(WaitForRecoveries(1)) << "no recovery";
+  EXPECT_EQ(fake_.connects(), 2);
+  std::vector<SentPdu> again = TakeCommands();
+  ASSERT_EQ(again.size(), 2u);
+  EXPECT_EQ(again[0].task, &a.task);
+  EXPECT_EQ(again[1].task, &c.task);
+  EXPECT_NE(again[0].bhs.itt(), first[0].bhs.itt());
+  EXPECT_NE(again[1].bhs.itt(), first[2].bhs.itt());
+  // The new session's first CmdSN is the login's, and the order is kept.
+  EXPECT_EQ(again[0].bhs.u32(bhs::kCmdSN), 1u);
+  EXPECT_EQ(again[1].bhs.u32(bhs::kCmdSN), 2u);
+  EXPECT_EQ(a.completions, 0);
+  Respond(a);
+  Respond(c);
+  EXPECT_EQ(a.completions, 1);
+  EXPECT_TRUE(a.task.status.ok()) << a.task.status.message();
+  EXPECT_EQ(c.completions, 1);
+  EXPECT_EQ(b.completions, 1);
+  const SessionStats st = session_->stats();
+  EXPECT_EQ(st.recoveries, 1u);
+  EXPECT_EQ(st.replayed_tasks, 2u);
+  EXPECT_NE(st.last_loss.find("peer reset (test)"), std::string::npos) << st.last_loss;
+}
+
+TEST_F(SessionRecoveryTest, TheReinstatementLoginReusesTheISIDWithTSIHZero) {
+  Open(RecoveringOptions());
+  LoseConnection();
+  ASSERT_TRUE(WaitForRecoveries(1));
+  ASSERT_EQ(fake_.logins().size(), 2u);
+  const Bhs& first = fake_.logins()[0];
+  const Bhs& second = fake_.logins()[1];
+  EXPECT_EQ(std::memcmp(&first.b[8], &second.b[8], 6), 0) << "the ISID changed";
+  EXPECT_EQ(second.u16(14), 0) << "a reinstatement login has TSIH 0";
+}
+
+TEST_F(SessionRecoveryTest, APartialReadStartsOverFromOffsetZero) {
+  Open(RecoveringOptions());
+  TestTask& r = NewRead(8192);
+  session_->Submit(&r.task);
+  ASSERT_EQ(TakeCommands().size(), 1u);
+  Bhs d = fake_.Header(Opcode::kDataIn, r.task.itt);
+  d.set_flags(0);
+  fake_.Deliver(d, std::vector<uint8_t>(4096, 0x11));
+  LoseConnection();
+  ASSERT_TRUE(WaitForRecoveries(1));
+  ASSERT_EQ(TakeCommands().size(), 1u);
+  // DataSN 0 at offset 0 again: the first attempt's progress is forgotten.
+  Bhs d0 = fake_.Header(Opcode::kDataIn, r.task.itt);
+  d0.set_flags(kFinalBit | kStatusBit);
+  fake_.Deliver(d0, std::vector<uint8_t>(8192, 0x22));
+  ASSERT_EQ(r.completions, 1);
+  EXPECT_TRUE(r.task.status.ok()) << r.task.status.message();
+  EXPECT_EQ(r.buffer[0], 0x22);
+  EXPECT_EQ(r.buffer[8191], 0x22);
+}
+
+TEST_F(SessionRecoveryTest, APartialWriteStartsOverAndAnswersTheNewR2TsFromOffsetZero) {
+  Open(RecoveringOptions());
+  TestTask& w = NewWrite(16384);
+  session_->Submit(&w.task);
+  ASSERT_EQ(TakeCommands().size(), 1u);
+  Bhs r2t = fake_.Header(Opcode::kR2T, w.task.itt);
+  r2t.set_u32(bhs::kTtt, 7);
+  r2t.set_u32(bhs::kBufferOffset, 8192);
+  r2t.set_u32(bhs::kDesiredLength, 8192);
+  fake_.Deliver(r2t);
+  LoseConnection();
+  ASSERT_TRUE(WaitForRecoveries(1));
+  ASSERT_EQ(TakeCommands().size(), 1u);
+  Bhs again = fake_.Header(Opcode::kR2T, w.task.itt);
+  again.set_u32(bhs::kTtt, 9);
+  again.set_u32(bhs::kBufferOffset, 0);
+  again.set_u32(bhs::kDesiredLength, 16384);
+  fake_.Deliver(again);
+  std::vector<SentPdu> sent = fake_.TakeSent();
+  ASSERT_EQ(sent.size(), 1u);
+  EXPECT_EQ(sent[0].kind, SentPdu::Kind::kDataOut);
+  EXPECT_EQ(sent[0].offset, 0u);
+  EXPECT_EQ(sent[0].ttt, 9u);
+  EXPECT_EQ(sent[0].data, w.buffer);
+  Respond(w);
+  EXPECT_EQ(w.completions, 1);
+  EXPECT_TRUE(w.task.status.ok());
+}
+
+TEST_F(SessionRecoveryTest, CompareAndWriteInFlightFailsInsteadOfBeingReplayed) {
+  Open(RecoveringOptions());
+  TestTask& caw = NewWrite(1024);
+  caw.task.cdb[0] = 0x89;  // COMPARE AND WRITE
+  TestTask& read = NewRead(512);
+  session_->Submit(&caw.task);
+  session_->Submit(&read.task);
+  ASSERT_EQ(TakeCommands().size(), 2u);
+  LoseConnection();
+  ASSERT_TRUE(WaitForRecoveries(1));
+  ASSERT_EQ(caw.completions, 1);
+  EXPECT_FALSE(caw.task.status.ok());
+  EXPECT_NE(caw.task.status.message().find("COMPARE AND WRITE"), std::string::npos)
+      << caw.task.status.message();
+  std::vector<SentPdu> again = TakeCommands();
+  ASSERT_EQ(again.size(), 1u);
+  EXPECT_EQ(again[0].task, &read.task);
+  Respond(read);
+  EXPECT_EQ(read.completions, 1);
+}
+
+TEST_F(SessionRecoveryTest, APersistentReserveOutNotYetSentIsSentAfterRecovery) {
+  SessionOptions o = RecoveringOptions();
+  fake_.options().login_cmdsn_window = 0;  // MaxCmdSN = ExpCmdSN: one command at a time
+  Open(o);
+  TestTask& first = NewRead(512);
+  TestTask& pr = NewWrite(24);
+  pr.task.cdb[0] = 0x5f;  // PERSISTENT RESERVE OUT, waiting for the window
+  session_->Submit(&first.task);
+  session_->Submit(&pr.task);
+  ASSERT_EQ(TakeCommands().size(), 1u);
+  LoseConnection();
+  ASSERT_TRUE(WaitForRecoveries(1));
+  std::vector<SentPdu> again = TakeCommands();
+  ASSERT_EQ(again.size(), 1u);
+  EXPECT_EQ(again[0].task, &first.task);
+  // The answer opens the window for one more.
+  fake_.exp_cmdsn = fake_.max_cmdsn = 2;
+  Respond(first);
+  again = TakeCommands();
+  ASSERT_EQ(again.size(), 1u);
+  EXPECT_EQ(again[0].task, &pr.task);
+  EXPECT_EQ(pr.completions, 0);
+}
+
+TEST_F(SessionRecoveryTest, TasksFailAfterReplacementTimeoutAndWorkAgainOnceRecovered) {
+  SessionOptions o = RecoveringOptions();
+  o.replacement_timeout = milliseconds(100);
+  // The target is away for the second and third connects, back for the fourth.
+  fake_.options().connect_result = [](int n) {
+    return n == 2 || n == 3 ? Status::ConnectionFailed("connection refused (test)") : Status::OK();
+  };
+  Open(o);
+  TestTask& t = NewRead(512);
+  session_->Submit(&t.task);
+  ASSERT_EQ(TakeCommands().size(), 1u);
+  LoseConnection();
+  ASSERT_TRUE(WaitForCompletion(t)) << "the task did not fail after replacement_timeout";
+  EXPECT_EQ(t.task.status.code(), StatusCode::kIoError);
+  EXPECT_NE(t.task.status.message().find("replacement_timeout"), std::string::npos)
+      << t.task.status.message();
+  EXPECT_NE(t.task.status.message().find("peer reset (test)"), std::string::npos)
+      << t.task.status.message();
+
+  ASSERT_TRUE(WaitForRecoveries(1)) << "recovery stopped after replacement_timeout";
+  EXPECT_EQ(fake_.connects(), 4);
+  TestTask& after = NewRead(512);
+  session_->Submit(&after.task);
+  ASSERT_EQ(TakeCommands().size(), 1u);
+  Respond(after);
+  EXPECT_EQ(after.completions, 1);
+  EXPECT_TRUE(after.task.status.ok()) << after.task.status.message();
+}
+
+TEST_F(SessionRecoveryTest, NewTasksAreRefusedAtOnceWhileRecoveryIsPastReplacementTimeout) {
+  SessionOptions o = RecoveringOptions();
+  o.replacement_timeout = milliseconds(0);
+  fake_.options().connect_result = [](int n) {
+    return n == 1 ? Status::OK() : Status::ConnectionFailed("connection refused (test)");
+  };
+  Open(o);
+  LoseConnection();
+  ASSERT_TRUE(
+      WaitFor([](const SessionStats& s) { return s.state == SessionStats::State::kFailed; }));
+  TestTask& t = NewRead(512);
+  session_->Submit(&t.task);
+  ASSERT_EQ(t.completions, 1) << "a refused task completes inside Submit";
+  EXPECT_NE(t.task.status.message().find("recovery goes on"), std::string::npos)
+      << t.task.status.message();
+  EXPECT_FALSE(session_->healthy());
+}
+
+TEST_F(SessionRecoveryTest, AnotherPortalIsTriedWhenTheFirstStaysAway) {
+  SessionOptions o = RecoveringOptions();
+  o.alternate_portals = {{"192.0.2.2", 3260}};
+  fake_.options().connect_result = [](int n) {
+    return n == 2 ? Status::ConnectionFailed("connection refused (test)") : Status::OK();
+  };
+  Open(o);
+  LoseConnection();
+  ASSERT_TRUE(WaitForRecoveries(1));
+  ASSERT_EQ(fake_.portals().size(), 3u);
+  EXPECT_EQ(fake_.portals()[1], "192.0.2.1:3260");
+  EXPECT_EQ(fake_.portals()[2], "192.0.2.2:3260");
+  EXPECT_NE(session_->stats().portal.find("192.0.2.2"), std::string::npos);
+}
+
+TEST_F(SessionRecoveryTest, CloseDuringRecoveryFailsTheWaitingTasksAndReturns) {
+  SessionOptions o = RecoveringOptions();
+  fake_.options().connect_result = [](int n) {
+    return n == 1 ? Status::OK() : Status::ConnectionFailed("connection refused (test)");
+  };
+  Open(o);
+  TestTask& t = NewRead(512);
+  session_->Submit(&t.task);
+  LoseConnection();
+  ASSERT_TRUE(
+      WaitFor([](const SessionStats& s) { return s.state != SessionStats::State::kLoggedIn; }));
+  EXPECT_TRUE(session_->Close().ok());
+  EXPECT_EQ(t.completions, 1);
+  EXPECT_EQ(t.task.status.code(), StatusCode::kAborted) << t.task.status.message();
+  EXPECT_EQ(session_->stats().state, SessionStats::State::kClosed);
+}
+
+TEST_F(SessionRecoveryTest, ALogoutTheTargetAskedForIsFollowedByANewLogin) {
+  Open(RecoveringOptions());
+  Bhs async = fake_.Header(Opcode::kAsyncMessage, kReservedTag);
+  async.b[36] = 1;  // the target requests a logout
+  fake_.Deliver(async);
+  // The fake answers the Logout; the target then closes the connection.
+  LoseConnection();
+  ASSERT_TRUE(WaitForRecoveries(1));
+  EXPECT_EQ(fake_.connects(), 2);
+  TestTask& t = NewRead(512);
+  session_->Submit(&t.task);
+  ASSERT_EQ(TakeCommands().size(), 1u);
+}
+
+TEST_F(SessionRecoveryTest, WithoutRecoveryALostConnectionFailsTheTasks) {
+  SessionOptions o = RecoveringOptions();
+  o.recover = false;
+  Open(o);
+  TestTask& t = NewRead(512);
+  session_->Submit(&t.task);
+  LoseConnection();
+  ASSERT_EQ(t.completions, 1);
+  EXPECT_FALSE(t.task.status.ok());
+  EXPECT_EQ(fake_.connects(), 1);
+  EXPECT_EQ(session_->stats().state, SessionStats::State::kFailed);
+}
+
+// SCSI-level retries.
+
+TEST_F(SessionRecoveryTest, UnitAttentionIsRetriedUnderANewTag) {
+  Open();
+  TestTask& t = NewRead(512);
+  session_->Submit(&t.task);
+  std::vector<SentPdu> first = TakeCommands();
+  ASSERT_EQ(first.size(), 1u);
+  std::vector<uint8_t> sense;
+  const Bhs ua = CheckCondition(t, 0x06, 0x29, 0x00, &sense);  // power on or reset occurred
+  fake_.Deliver(ua, sense);
+  EXPECT_EQ(t.completions, 0);
+  std::vector<SentPdu> again = TakeCommands();
+  ASSERT_EQ(again.size(), 1u);
+  EXPECT_NE(again[0].bhs.itt(), first[0].bhs.itt());
+  Respond(t);
+  EXPECT_EQ(t.completions, 1);
+  EXPECT_EQ(t.task.scsi_status, 0);
+  EXPECT_EQ(session_->stats().retried_commands, 1u);
+}
+
+TEST_F(SessionRecoveryTest, CapacityChangedIsCountedForTheFrontends) {
+  Open();
+  TestTask& t = NewRead(512);
+  session_->Submit(&t.task);
+  ASSERT_EQ(TakeCommands().size(), 1u);
+  std::vector<uint8_t> sense;
+  const Bhs ua = CheckCondition(t, 0x06, 0x2a, 0x09, &sense);
+  EXPECT_EQ(session_->capacity_changes(), 0u);
+  fake_.Deliver(ua, sense);
+  EXPECT_EQ(session_->capacity_changes(), 1u);
+  ASSERT_EQ(TakeCommands().size(), 1u);
+}
+
+TEST_F(SessionRecoveryTest, BusyIsRetriedAfterABackOffABoundedNumberOfTimes) {
+  Open();
+  TestTask& t = NewWrite(512);
+  session_->Submit(&t.task);
+  int sends = 0;
+  for (;;) {
+    std::vector<SentPdu> sent = TakeCommands();
+    if (sent.empty()) {
+      // Not sent again before its back-off has passed.
+      fake_.Advance(std::chrono::seconds(1));
+      fake_.FireTimer();
+      sent = TakeCommands();
+      if (sent.empty()) break;
+    }
+    ASSERT_EQ(sent.size(), 1u);
+    ++sends;
+    ASSERT_LT(sends, 100) << "BUSY retried without bound";
+    Respond(t, 0x08);  // BUSY
+    if (t.completions > 0) break;
+    EXPECT_TRUE(TakeCommands().empty()) << "a BUSY command was sent again without waiting";
+  }
+  EXPECT_EQ(t.completions, 1);
+  EXPECT_EQ(t.task.scsi_status, 0x08) << "the last BUSY is the answer";
+  EXPECT_EQ(sends, 1 + kMaxScsiRetries);
+}
+
+TEST_F(SessionRecoveryTest, AMediumErrorIsNotRetried) {
+  Open();
+  TestTask& t = NewRead(512);
+  session_->Submit(&t.task);
+  ASSERT_EQ(TakeCommands().size(), 1u);
+  std::vector<uint8_t> sense;
+  fake_.Deliver(CheckCondition(t, 0x03, 0x11, 0x00, &sense), sense);
+  EXPECT_EQ(t.completions, 1);
+  EXPECT_TRUE(TakeCommands().empty());
+}
+
+// command_timeout: ABORT TASK, then LOGICAL UNIT RESET, then the connection.
+
+class CommandTimeoutTest : public SessionRecoveryTest {
+ protected:
+  void Open10s() {
+    SessionOptions o = Options();
+    o.command_timeout = std::chrono::seconds(10);
+    o.nop_interval = milliseconds(0);
+    Open(o);
+  }
+  std::vector<SentPdu> TakeTaskManagement() {
+    std::vector<SentPdu> out;
+    for (SentPdu& p : fake_.TakeSent()) {
+      if (p.bhs.opcode() == Opcode::kTaskMgmtRequest) out.push_back(std::move(p));
+    }
+    return out;
+  }
+  void AnswerTmf(const SentPdu& tmf, uint8_t response) {
+    Bhs r = fake_.Header(Opcode::kTaskMgmtResponse, tmf.bhs.itt());
+    r.b[2] = response;
+    fake_.Deliver(r);
+  }
+};
+
+TEST_F(CommandTimeoutTest, ASilentCommandIsAbortedAndSentAgain) {
+  Open10s();
+  TestTask& t = NewRead(512);
+  session_->Submit(&t.task);
+  std::vector<SentPdu> first = TakeCommands();
+  ASSERT_EQ(first.size(), 1u);
+  fake_.Advance(std::chrono::seconds(9));
+  fake_.FireTimer();
+  EXPECT_TRUE(TakeTaskManagement().empty()) << "aborted before command_timeout";
+  fake_.Advance(std::chrono::seconds(2));
+  fake_.FireTimer();
+  std::vector<SentPdu> tmf = TakeTaskManagement();
+  ASSERT_EQ(tmf.size(), 1u);
+  EXPECT_EQ(tmf[0].bhs.flags() & 0x7f, 1) << "ABORT TASK";
+  EXPECT_EQ(tmf[0].bhs.u32(20), first[0].bhs.itt()) << "Referenced Task Tag";
+  EXPECT_EQ(tmf[0].bhs.u32(32), first[0].bhs.u32(bhs::kCmdSN)) << "RefCmdSN";
+  AnswerTmf(tmf[0], 0);  // function complete
+  std::vector<SentPdu> again = TakeCommands();
+  ASSERT_EQ(again.size(), 1u);
+  EXPECT_NE(again[0].bhs.itt(), first[0].bhs.itt());
+  Respond(t);
+  EXPECT_EQ(t.completions, 1);
+  EXPECT_TRUE(t.task.status.ok());
+}
+
+TEST_F(CommandTimeoutTest, AnUnansweredAbortBecomesALunResetAndThenADroppedConnection) {
+  Open10s();
+  TestTask& t = NewRead(512);
+  t.task.lun = 3;
+  session_->Submit(&t.task);
+  ASSERT_EQ(TakeCommands().size(), 1u);
+  fake_.Advance(std::chrono::seconds(11));
+  fake_.FireTimer();
+  ASSERT_EQ(TakeTaskManagement().size(), 1u);
+  fake_.Advance(std::chrono::seconds(11));
+  fake_.FireTimer();
+  std::vector<SentPdu> reset = TakeTaskManagement();
+  ASSERT_EQ(reset.size(), 1u);
+  EXPECT_EQ(reset[0].bhs.flags() & 0x7f, 5) << "LOGICAL UNIT RESET";
+  EXPECT_EQ(DecodeLun(reset[0].bhs.lun()), 3u);
+  fake_.Advance(std::chrono::seconds(21));
+  fake_.FireTimer();
+  ASSERT_TRUE(fake_.failed()) << "the connection was not dropped";
+  EXPECT_NE(fake_.failure().message().find("LOGICAL UNIT RESET"), std::string::npos)
+      << fake_.failure().message();
+  EXPECT_EQ(t.completions, 1) << "without recovery the dropped connection fails the task";
+}
+
+TEST_F(CommandTimeoutTest, ALunResetEndsEveryTaskOfTheLunAndTheyAreSentAgain) {
+  Open10s();
+  TestTask& a = NewRead(512);
+  TestTask& b = NewRead(512);
+  session_->Submit(&a.task);
+  session_->Submit(&b.task);
+  ASSERT_EQ(TakeCommands().size(), 2u);
+  fake_.Advance(std::chrono::seconds(11));
+  fake_.FireTimer();
+  std::vector<SentPdu> aborts = TakeTaskManagement();
+  ASSERT_EQ(aborts.size(), 2u);
+  AnswerTmf(aborts[0], 255);  // rejected: escalate
+  std::vector<SentPdu> reset = TakeTaskManagement();
+  ASSERT_EQ(reset.size(), 1u);
+  EXPECT_EQ(reset[0].bhs.flags() & 0x7f, 5);
+  AnswerTmf(reset[0], 0);
+  std::vector<SentPdu> again = TakeCommands();
+  EXPECT_EQ(again.size(), 2u);
+  EXPECT_EQ(a.completions + b.completions, 0);
+}
+
+TEST_F(CommandTimeoutTest, ACommandAbortedTooOftenFailsWithATimeout) {
+  Open10s();
+  TestTask& t = NewRead(512);
+  session_->Submit(&t.task);
+  for (int round = 0; round < 3; ++round) {
+    ASSERT_EQ(TakeCommands().size(), 1u) << "round " << round;
+    fake_.Advance(std::chrono::seconds(11));
+    fake_.FireTimer();
+    std::vector<SentPdu> tmf = TakeTaskManagement();
+    ASSERT_EQ(tmf.size(), 1u);
+    AnswerTmf(tmf[0], 0);
+  }
+  EXPECT_EQ(t.completions, 1);
+  EXPECT_EQ(t.task.status.code(), StatusCode::kTimeout) << t.task.status.message();
+  EXPECT_TRUE(TakeCommands().empty());
+}
+
+}  // namespace
+}  // namespace iser::test
