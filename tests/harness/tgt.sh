@@ -99,12 +99,16 @@ tgt_adm() {
   TGT_STEPS+=("$step")
 }
 
-# tgt_replay IPC_SOCKET: every remembered step again, on the tgtd behind IPC_SOCKET.
+# tgt_replay IPC_SOCKET: every remembered step again, on the tgtd behind IPC_SOCKET, while it
+# refuses connections (system state offline): an initiator that logs in meanwhile finds either
+# no target or the whole configuration, never a target without its LUNs.
 tgt_replay() {
   local step
+  TGT_IPC_SOCKET=$1 tgtadm --op update --mode sys --name State -v offline || fail "tgtd offline"
   for step in "${TGT_STEPS[@]}"; do
     eval "TGT_IPC_SOCKET=\$1 tgtadm $step" || fail "tgtadm $step failed (replaying)"
   done
+  TGT_IPC_SOCKET=$1 tgtadm --op update --mode sys --name State -v ready || fail "tgtd ready"
 }
 
 tgt_target() {
@@ -178,7 +182,7 @@ tgt_kill() {
 }
 
 # tgt_restart: after tgt_kill, tgtd again on the same port with every remembered step replayed.
-# The portal listens a moment before the targets exist, as with a real restart.
+# The portal listens a moment before the targets exist, as with a real restart (tgt_replay).
 tgt_restart() {
   [ -z "${TGT_PID:-}" ] || fail "tgt_restart: tgtd $TGT_PID is still running"
   tgt_launch "$TGT_PORT" "$TGT_IPC_SOCKET" "$TGT_DIR/tgtd.log"

@@ -62,6 +62,6 @@ fio_done cut
 echo "RDMA connection cut mid-I/O: recovered, no I/O error, everything verified"
 
 timeout 60 cmp "$MNT/lun1" "$(tgt_lun_file 1 1)" || fail "the LUN differs from the backing file"
-grep "recovered after" "$LOG"
+grep "recovered the session to .* after" "$LOG"
 recovery_unmount
 echo PASS

@@ -66,7 +66,7 @@ recovery_unmount() {
 
 # recovery_count LOG: how many recoveries LOG reports.
 recovery_count() {
-  grep -c "recovered after" "$1" || true
+  grep -c "recovered the session to .* after" "$1" || true
 }
 
 # recovery_logged LOG COUNT: LOG reports more than COUNT recoveries (a command for wait_for).
