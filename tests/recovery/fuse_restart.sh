@@ -27,6 +27,9 @@ timeout 60 cmp "$MNT/lun1" "$(tgt_lun_file 1 1)" || fail "the LUN read through t
 echo "whole LUN through the mount equals the backing file"
 recoveries=$(recovery_count "$WORK/mount.log")
 [ "$recoveries" -eq 10 ] || fail "$recoveries recoveries logged for 10 restarts"
+replayed=$(recovery_replayed "$WORK/mount.log")
+echo "$recoveries recoveries, $replayed commands replayed"
+[ "$replayed" -gt 0 ] || fail "no command was in flight at any of the 10 crashes: replay untested"
 grep "recovered the session to .* after" "$WORK/mount.log"
 recovery_unmount
 echo PASS

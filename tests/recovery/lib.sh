@@ -88,23 +88,30 @@ recovery_sleep() {
   echo "$s"
 }
 
+# recovery_replayed LOG: how many commands LOG reports replayed, over all recoveries.
+recovery_replayed() {
+  sed -n 's/.*, \([0-9]*\) commands* replayed.*/\1/p' "$1" | awk '{n += $1} END {print n + 0}'
+}
+
 # recovery_restarts PID COUNT LOG: COUNT times, while process PID (the workload) runs: the
-# target stays up a random 0.2-2 s, is killed, stays down a random 0.5-2 s and is started again;
-# then LOG must report one more recovery within 20 s. Fails if the workload ends first: every
-# restart must hit I/O in flight.
+# target stays up a random 0.2-2 s, hangs (SIGSTOP) a random 0-0.5 s so that commands are in
+# flight, is killed, stays down a random 0.5-2 s and is started again; then LOG must report one
+# more recovery within 20 s. Fails if the workload ends first: every restart must meet I/O.
 recovery_restarts() {
-  local pid=$1 count=$2 log=$3 i up down t0 before
+  local pid=$1 count=$2 log=$3 i up hang down t0 before
   before=$(recovery_count "$log")
   for ((i = 1; i <= count; i++)); do
     up=$(recovery_sleep 200 2000)
     exited "$pid" && fail "the workload ended after $((i - 1)) of $count restarts"
+    kill -STOP "$TGT_PID"
+    hang=$(recovery_sleep 0 500)
     tgt_kill
     t0=$(date +%s%N)
     down=$(recovery_sleep 500 2000)
     tgt_restart
     wait_for 20 recovery_logged "$log" $((before + i - 1)) ||
       fail "restart $i: no recovery logged within 20 s of the target's return"
-    echo "restart $i: up ${up} s, down ${down} s, recovered $((($(date +%s%N) - t0) / 1000000)) ms after the kill"
+    echo "restart $i: up ${up} s, hung ${hang} s, down ${down} s, recovered $((($(date +%s%N) - t0) / 1000000)) ms after the kill"
   done
   exited "$pid" && fail "the workload ended before the last recovery"
   return 0

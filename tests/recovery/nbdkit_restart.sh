@@ -28,5 +28,8 @@ cmp "$WORK/back" "$(tgt_lun_file 1 1)" || fail "the LUN read through nbdkit diff
 echo "whole LUN through nbdkit equals the backing file"
 recoveries=$(recovery_count "$NBD_DIR/log")
 [ "$recoveries" -eq 10 ] || fail "$recoveries recoveries logged for 10 restarts"
+replayed=$(recovery_replayed "$NBD_DIR/log")
+echo "$recoveries recoveries, $replayed commands replayed"
+[ "$replayed" -gt 0 ] || fail "no command was in flight at any of the 10 crashes: replay untested"
 grep "recovered the session to .* after" "$NBD_DIR/log"
 echo PASS
