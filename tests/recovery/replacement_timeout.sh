@@ -39,10 +39,12 @@ read_eio "read right after the crash" 2500 8000
 grep -q "gave up waiting for the session to .* after" "$WORK/mount.log" || fail "the mount did not log that it gave up waiting"
 read_eio "read once replacement_timeout has passed" 0 1500
 
-sleep "$(((10000 - ($(now_ms) - killed)) / 1000))"
+left=$((10000 - ($(now_ms) - killed)))
+sleep "$((left / 1000)).$(printf %03d $((left % 1000)))"
 tgt_restart
 echo "tgtd back $(($(now_ms) - killed)) ms after the crash"
-wait_for 20 timeout 10 dd if="$F" of=/dev/null bs=64k count=1 iflag=direct status=none ||
+read_ok() { timeout 10 dd if="$F" of=/dev/null bs=64k count=1 iflag=direct status=none 2>/dev/null; }
+wait_for 20 read_ok ||
   fail "no read succeeded within 20 s of the target's return"
 echo "reads work again $(($(now_ms) - killed)) ms after the crash"
 

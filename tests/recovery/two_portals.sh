@@ -1,8 +1,8 @@
 #!/bin/bash
 # Two portals of one target: two tgtd processes serve the same backing file under the same IQN on
-# two ports, the second given to the mount as the URL argument portal=HOST:PORT. The first is
-# killed for good while fio writes with verification: I/O moves to the second portal within
-# DefaultTime2Wait (2 s) plus a few seconds, and fio sees no error.
+# two ports, the second given to the mount as the URL argument portal=HOST:PORT. The first hangs
+# and is killed for good while fio writes with verification: I/O moves to the second portal
+# within DefaultTime2Wait (2 s) plus a few seconds, and fio sees no error.
 set -euo pipefail
 . "$(dirname "$0")/lib.sh"
 recovery_setup
@@ -21,6 +21,9 @@ fio_pid=$!
 recovery_background $fio_pid
 sleep 4
 exited $fio_pid && fail "fio ended before the first portal was killed"
+# Hung a moment first, so that commands are in flight when it dies and move to the second.
+kill -STOP "$TGT_PID"
+sleep 0.3
 tgt_kill
 echo "first portal 127.0.0.1:$TGT_PORT killed for good"
 wait $fio_pid || fail "fio failed: $(cat "$WORK/fio.err")"
