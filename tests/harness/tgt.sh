@@ -8,6 +8,14 @@
 #   ... run the test against iscsi://127.0.0.1:$TGT_PORT/iqn.2026-11.test:disk/1
 #   tgt_stop                      # also on the cleanup stack (functions.sh) tgt_start pushes to
 #
+# Restarts, for recovery tests: tgt.sh remembers every tgtadm step of tgt_target, tgt_lun and
+# tgt_chap, so that
+#   tgt_kill                      # SIGKILL (tgtd ignores SIGTERM), returns once the port is free
+#   tgt_restart                   # tgtd again on the same port, same targets, LUNs (same backing
+#                                 # files, data kept) and CHAP accounts
+#   tgt_mirror                    # a second tgtd on $TGT_MIRROR_PORT serving the same targets and
+#                                 # backing files: a second portal of each target (TCP only)
+#
 # With TGT_LLD=iser the target is tgtd's iSER target under softrdma, serving TCP discovery and
 # RDMA CM on 127.0.0.1:3260 like a real portal: the script must run under
 # tests/harness/iser-netns (its own network namespace, softrdma in front), and targets are also
@@ -37,36 +45,70 @@ tgt_free_port() {
   python3 "$TGT_HARNESS_DIR/free_port.py"
 }
 
-# tgtd answers tgtadm, accepts TCP connections and, for iSER, listens for RDMA CM.
+# tgt_listening [PORT IPC_SOCKET]: that tgtd (default: the fixture's) answers tgtadm, accepts TCP
+# connections and, for iSER, listens for RDMA CM.
 tgt_listening() {
-  tgtadm --op show --mode system >/dev/null 2>&1 &&
-    (exec 3<>"/dev/tcp/$TGT_ADDR/$TGT_PORT") 2>/dev/null &&
-    { [ "$TGT_LLD" != iser ] || grep -q "@softrdma/.*/$TGT_PORT\$" /proc/net/unix; }
+  local port=${1:-$TGT_PORT} ipc=${2:-$TGT_IPC_SOCKET}
+  TGT_IPC_SOCKET=$ipc tgtadm --op show --mode system >/dev/null 2>&1 &&
+    (exec 3<>"/dev/tcp/$TGT_ADDR/$port") 2>/dev/null &&
+    { [ "$TGT_LLD" != iser ] || grep -q "@softrdma/.*/$port\$" /proc/net/unix; }
+}
+
+# Nothing listens on $TGT_ADDR:PORT any more, neither TCP nor (iSER) softrdma's RDMA CM.
+tgt_port_free() {
+  [ -z "$(ss -Hltn "src $TGT_ADDR:$1")" ] &&
+    { [ "$TGT_LLD" != iser ] || ! grep -q "@softrdma/.*/$1\$" /proc/net/unix; }
 }
 
 tgt_start() {
-  requires tgtd tgtadm python3
+  requires tgtd tgtadm python3 ss
   temp_dir TGT_DIR tgt
   export TGT_IPC_SOCKET=$TGT_DIR/ipc
   TGT_LLD=${TGT_LLD:-iscsi}
-  local lld_args=()
   if [ "$TGT_LLD" = iser ]; then
     [ "${ISER_TEST_NETNS:-}" = 1 ] || fail "TGT_LLD=iser needs tests/harness/iser-netns"
     [ -n "${TGT_ISER_INITIATOR:-}" ] || fail "TGT_LLD=iser needs TGT_ISER_INITIATOR"
     TGT_PORT=3260
-    lld_args=(--iser "port=$TGT_PORT,pool_sz_mb=128")
   fi
   TGT_PORT=${TGT_PORT:-$(tgt_free_port)}
   TGT_ADDR=${TGT_ADDR:-127.0.0.1}
-  ${TGT_WRAP:-} tgtd -f --iscsi portal=$TGT_ADDR:$TGT_PORT "${lld_args[@]}" >"$TGT_DIR/tgtd.log" 2>&1 &
-  TGT_PID=$!
+  TGT_STEPS=()
+  TGT_PID=
   cleanup_push tgt_stop
-  wait_for --pid "$TGT_PID" 10 tgt_listening ||
-    fail "tgtd did not start listening on $TGT_ADDR:$TGT_PORT: $(cat "$TGT_DIR/tgtd.log")"
+  tgt_launch "$TGT_PORT" "$TGT_IPC_SOCKET" "$TGT_DIR/tgtd.log"
+  TGT_PID=$TGT_LAUNCHED
 }
 
+# tgt_launch PORT IPC_SOCKET LOG: a tgtd on $TGT_ADDR:PORT, controlled through IPC_SOCKET, its
+# output appended to LOG; returns once it listens, with its pid in TGT_LAUNCHED.
+tgt_launch() {
+  local port=$1 ipc=$2 log=$3 lld_args=()
+  [ "$TGT_LLD" != iser ] || lld_args=(--iser "port=$port,pool_sz_mb=128")
+  TGT_IPC_SOCKET=$ipc ${TGT_WRAP:-} tgtd -f --iscsi "portal=$TGT_ADDR:$port" "${lld_args[@]}" \
+    >>"$log" 2>&1 &
+  TGT_LAUNCHED=$!
+  wait_for --pid "$TGT_LAUNCHED" 10 tgt_listening "$port" "$ipc" ||
+    fail "tgtd did not start listening on $TGT_ADDR:$port: $(cat "$log")"
+}
+
+# tgt_adm ARGS...: tgtadm ARGS on the fixture's tgtd, remembered for tgt_restart and tgt_mirror.
 tgt_adm() {
   tgtadm "$@" || fail "tgtadm $* failed"
+  local step
+  printf -v step '%q ' "$@"
+  TGT_STEPS+=("$step")
+}
+
+# tgt_replay IPC_SOCKET: every remembered step again, on the tgtd behind IPC_SOCKET, while it
+# refuses connections (system state offline): an initiator that logs in meanwhile finds either
+# no target or the whole configuration, never a target without its LUNs.
+tgt_replay() {
+  local step
+  TGT_IPC_SOCKET=$1 tgtadm --op update --mode sys --name State -v offline || fail "tgtd offline"
+  for step in "${TGT_STEPS[@]}"; do
+    eval "TGT_IPC_SOCKET=\$1 tgtadm $step" || fail "tgtadm $step failed (replaying)"
+  done
+  TGT_IPC_SOCKET=$1 tgtadm --op update --mode sys --name State -v ready || fail "tgtd ready"
 }
 
 tgt_target() {
@@ -114,11 +156,56 @@ tgt_chap() {
   fi
 }
 
+# tgt_halt PID IPC_SOCKET: asks that tgtd to exit (tgt_stop), kills it if it does not.
+tgt_halt() {
+  TGT_IPC_SOCKET=$2 tgtadm --op delete --mode system >/dev/null 2>&1 || true
+  wait_for 1 exited "$1" || true
+  kill -9 "$1" 2>/dev/null || true
+  wait "$1" 2>/dev/null || true
+}
+
 tgt_stop() {
   [ -n "${TGT_PID:-}" ] || return 0
-  tgtadm --op delete --mode system >/dev/null 2>&1 || true
-  wait_for 1 exited "$TGT_PID" || true
-  kill -9 "$TGT_PID" 2>/dev/null || true
+  tgt_halt "$TGT_PID" "$TGT_IPC_SOCKET"
+  TGT_PID=
+}
+
+# tgt_kill: the fixture's tgtd dies at once, as in a crash: its connections are reset, nothing
+# is logged out. Returns once nothing listens on the port.
+tgt_kill() {
+  [ -n "${TGT_PID:-}" ] || fail "tgt_kill: no tgtd running"
+  kill -KILL "$TGT_PID"
   wait "$TGT_PID" 2>/dev/null || true
   TGT_PID=
+  wait_for 10 tgt_port_free "$TGT_PORT" ||
+    fail "$TGT_ADDR:$TGT_PORT is still in use 10 s after tgtd was killed"
+}
+
+# tgt_restart: after tgt_kill, tgtd again on the same port with every remembered step replayed.
+# The portal listens a moment before the targets exist, as with a real restart (tgt_replay).
+tgt_restart() {
+  [ -z "${TGT_PID:-}" ] || fail "tgt_restart: tgtd $TGT_PID is still running"
+  tgt_launch "$TGT_PORT" "$TGT_IPC_SOCKET" "$TGT_DIR/tgtd.log"
+  TGT_PID=$TGT_LAUNCHED
+  tgt_replay "$TGT_IPC_SOCKET"
+}
+
+# tgt_mirror: a second tgtd on $TGT_MIRROR_PORT (pid $TGT_MIRROR_PID) with every step replayed:
+# the same IQNs on the same backing files, i.e. a second portal of each target. Call it once the
+# fixture is configured; stopped at exit.
+tgt_mirror() {
+  [ "$TGT_LLD" != iser ] || fail "tgt_mirror serves TCP only"
+  TGT_MIRROR_PORT=$(tgt_free_port)
+  TGT_MIRROR_IPC=$TGT_DIR/ipc-mirror
+  TGT_MIRROR_PID=
+  cleanup_push tgt_mirror_stop
+  tgt_launch "$TGT_MIRROR_PORT" "$TGT_MIRROR_IPC" "$TGT_DIR/tgtd-mirror.log"
+  TGT_MIRROR_PID=$TGT_LAUNCHED
+  tgt_replay "$TGT_MIRROR_IPC"
+}
+
+tgt_mirror_stop() {
+  [ -n "${TGT_MIRROR_PID:-}" ] || return 0
+  tgt_halt "$TGT_MIRROR_PID" "$TGT_MIRROR_IPC"
+  TGT_MIRROR_PID=
 }
