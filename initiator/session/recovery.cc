@@ -123,14 +123,7 @@ void Session::GiveUp(const Status& cause) {
                                                          ": I/O now fails; still trying");
   Task* lists[2] = {pending_head_, submitted};
   pending_head_ = pending_tail_ = nullptr;
-  for (Task* t : lists) {
-    while (t) {
-      Task* next = t->next;
-      t->status = why;
-      t->on_complete(t);
-      t = next;
-    }
-  }
+  for (Task* t : lists) FailQueue(t, why);
 }
 
 void Session::Recover() {

@@ -315,7 +315,7 @@ void Session::Finish(Task* t) {
     if (d.capacity_changed) capacity_changes_.fetch_add(1);
     if (d.retry) {
       const Sense sense = DecodeSense(std::span<const uint8_t>(t->sense, t->sense_length));
-      Log(t->scsi_status == 0x02 ? LogLevel::kInfo : LogLevel::kDebug,
+      Log(t->scsi_status == scsi_status::kCheckCondition ? LogLevel::kInfo : LogLevel::kDebug,
           Describe() + ": " + d.reason + (sense.valid ? " (" + sense.ToString() + ")" : "") +
               " for CDB opcode 0x" + Hex32(t->cdb[0]).substr(8) + " on LUN " +
               std::to_string(t->lun) + "; sending it again");
@@ -682,13 +682,15 @@ void Session::FailAll(const Status& status) {
     lists[2] = submit_head_;
     submit_head_ = submit_tail_ = nullptr;
   }
-  for (Task* t : lists) {
-    while (t) {
-      Task* next = t->next;
-      t->status = status;
-      t->on_complete(t);
-      t = next;
-    }
+  for (Task* t : lists) FailQueue(t, status);
+}
+
+void Session::FailQueue(Task* head, const Status& status) {
+  while (head) {
+    Task* next = head->next;
+    head->status = status;
+    head->on_complete(head);
+    head = next;
   }
 }
 

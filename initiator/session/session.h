@@ -124,6 +124,8 @@ class Session final : private DatamoverEvents {
   void Finish(Task* task);
   void Retry(Task* task, std::chrono::milliseconds delay);
   void FailAll(const Status& status);
+  // Completes every task of a queue linked through Task::next with this status.
+  static void FailQueue(Task* head, const Status& status);
   void UpdateSequence(const Bhs& bhs, bool has_statsn);
   void HandleScsiResponse(const Bhs& bhs, std::span<const uint8_t> data);
   void HandleDataIn(const Bhs& bhs, std::span<const uint8_t> data);
