@@ -1,13 +1,13 @@
 #include "initiator/session/session.h"
 
 #include <algorithm>
-#include <cstdio>
 #include <cstring>
 
 #include "initiator/base/log.h"
 #include "initiator/base/notification.h"
 #include "initiator/scsi/sense.h"
 #include "initiator/session/connect_login.h"
+#include "initiator/session/log_text.h"
 #include "initiator/session/scsi_retry.h"
 
 namespace iser {
@@ -15,12 +15,6 @@ namespace iser {
 namespace {
 
 constexpr uint8_t kTaskAttrSimple = 1;
-
-std::string Hex32(uint32_t v) {
-  char buf[16];
-  snprintf(buf, sizeof buf, "0x%08x", v);
-  return buf;
-}
 
 const char* RejectReasonName(uint8_t reason) {
   switch (reason) {
@@ -126,6 +120,9 @@ SessionStats Session::stats() const {
   MutexLock lock(&submit_mu_);
   SessionStats s = stats_;
   s.retried_commands = retried_commands_.load();
+  s.commands = commands_.load();
+  s.bytes_read = bytes_read_.load();
+  s.bytes_written = bytes_written_.load();
   return s;
 }
 
@@ -314,17 +311,27 @@ void Session::Finish(Task* t) {
     const RetryDecision d = DecideScsiRetry(*t);
     if (d.capacity_changed) capacity_changes_.fetch_add(1);
     if (d.retry) {
-      const Sense sense = DecodeSense(std::span<const uint8_t>(t->sense, t->sense_length));
       Log(t->scsi_status == scsi_status::kCheckCondition ? LogLevel::kInfo : LogLevel::kDebug,
-          Describe() + ": " + d.reason + (sense.valid ? " (" + sense.ToString() + ")" : "") +
-              " for CDB opcode 0x" + Hex32(t->cdb[0]).substr(8) + " on LUN " +
-              std::to_string(t->lun) + "; sending it again");
+          Describe() + ": " + d.reason + (d.sense.valid ? " (" + d.sense.ToString() + ")" : "") +
+              " for CDB opcode " + HexByte(t->cdb[0]) + " on LUN " + std::to_string(t->lun) +
+              "; sending it again");
       Release(t);
       Retry(t, d.delay);
       return;
     }
   }
+  CountCompleted(*t);
   Complete(t);
+}
+
+void Session::CountCompleted(const Task& t) {
+  commands_.fetch_add(1, std::memory_order_relaxed);
+  if (t.scsi_status != scsi_status::kGood || t.direction == DataDirection::kNone) return;
+  const uint64_t moved = t.residual_underflow
+                             ? t.transfer_length - std::min(t.residual, t.transfer_length)
+                             : t.transfer_length;
+  (t.direction == DataDirection::kRead ? bytes_read_ : bytes_written_)
+      .fetch_add(moved, std::memory_order_relaxed);
 }
 
 void Session::Retry(Task* t, std::chrono::milliseconds delay) {
@@ -351,15 +358,15 @@ void Session::ProtocolFailure(const std::string& what) {
 
 Status Session::PlaceDataIn(const Bhs& bhs, uint8_t** destination) {
   Task* t = LookupTask(bhs.itt());
-  if (t == nullptr) return Status::ProtocolError("Data-In for unknown ITT " + Hex32(bhs.itt()));
+  if (t == nullptr) return Status::ProtocolError("Data-In for unknown ITT " + HexTag(bhs.itt()));
   if (t->direction != DataDirection::kRead) {
     return Status::ProtocolError("Data-In for a command that reads no data (ITT " +
-                                 Hex32(bhs.itt()) + ")");
+                                 HexTag(bhs.itt()) + ")");
   }
   const uint32_t data_sn = bhs.u32(bhs::kDataSN);
   if (data_sn != t->next_data_sn) {
     return Status::ProtocolError("Data-In DataSN " + std::to_string(data_sn) + ", expected " +
-                                 std::to_string(t->next_data_sn) + " (ITT " + Hex32(t->itt) + ")");
+                                 std::to_string(t->next_data_sn) + " (ITT " + HexTag(t->itt) + ")");
   }
   const uint64_t offset = bhs.u32(bhs::kBufferOffset);
   const uint64_t len = bhs.data_segment_length();
@@ -410,14 +417,14 @@ void Session::OnPdu(const Bhs& bhs, std::span<const uint8_t> data) {
 void Session::HandleScsiResponse(const Bhs& bhs, std::span<const uint8_t> data) {
   Task* t = LookupTask(bhs.itt());
   if (t == nullptr) {
-    ProtocolFailure("SCSI Response for unknown ITT " + Hex32(bhs.itt()));
+    ProtocolFailure("SCSI Response for unknown ITT " + HexTag(bhs.itt()));
     return;
   }
   UpdateSequence(bhs, true);
   const uint8_t response = bhs.b[2];
   if (response != 0) {
-    t->status = Status::IoError("the target could not complete the command (iSCSI response 0x" +
-                                Hex32(response).substr(8) + ")");
+    t->status = Status::IoError("the target could not complete the command (iSCSI response " +
+                                HexByte(response) + ")");
     Complete(t);
     return;
   }
@@ -463,7 +470,7 @@ void Session::HandleDataIn(const Bhs& bhs, std::span<const uint8_t> data) {
   }
   Task* t = LookupTask(bhs.itt());
   if (t == nullptr) {
-    ProtocolFailure("Data-In for unknown ITT " + Hex32(bhs.itt()));
+    ProtocolFailure("Data-In for unknown ITT " + HexTag(bhs.itt()));
     return;
   }
   ++t->next_data_sn;
@@ -492,11 +499,11 @@ void Session::HandleDataIn(const Bhs& bhs, std::span<const uint8_t> data) {
 void Session::HandleR2T(const Bhs& bhs) {
   Task* t = LookupTask(bhs.itt());
   if (t == nullptr) {
-    ProtocolFailure("R2T for unknown ITT " + Hex32(bhs.itt()));
+    ProtocolFailure("R2T for unknown ITT " + HexTag(bhs.itt()));
     return;
   }
   if (t->direction != DataDirection::kWrite) {
-    ProtocolFailure("R2T for a command that writes no data (ITT " + Hex32(t->itt) + ")");
+    ProtocolFailure("R2T for a command that writes no data (ITT " + HexTag(t->itt) + ")");
     return;
   }
   const uint32_t r2t_sn = bhs.u32(bhs::kDataSN);
@@ -522,7 +529,7 @@ void Session::HandleR2T(const Bhs& bhs) {
 void Session::HandleNopIn(const Bhs& bhs, std::span<const uint8_t>) {
   if (bhs.itt() != kReservedTag) {
     if (bhs.itt() != control_itt_ || !nop_outstanding_) {
-      ProtocolFailure("NOP-In for unknown ITT " + Hex32(bhs.itt()));
+      ProtocolFailure("NOP-In for unknown ITT " + HexTag(bhs.itt()));
       return;
     }
     UpdateSequence(bhs, true);
@@ -595,8 +602,8 @@ void Session::HandleReject(const Bhs& bhs, std::span<const uint8_t> data) {
   std::memcpy(rejected.data(), data.data(), kBhsLength);
   if (rejected.opcode() == Opcode::kScsiCommand && reason != 0x02) {
     if (Task* t = LookupTask(rejected.itt())) {
-      t->status = Status::ProtocolError(why + " (SCSI Command, CDB opcode 0x" +
-                                        Hex32(rejected.b[bhs::kCdb]).substr(8) + ")");
+      t->status = Status::ProtocolError(why + " (SCSI Command, CDB opcode " +
+                                        HexByte(rejected.b[bhs::kCdb]) + ")");
       Complete(t);
       return;
     }

@@ -60,6 +60,9 @@ struct SessionStats {
   uint64_t recoveries = 0;        // connections replaced successfully
   uint64_t replayed_tasks = 0;    // tasks sent again on a replacement
   uint64_t retried_commands = 0;  // SCSI-level retries (BUSY, UNIT ATTENTION, ...) and aborts
+  uint64_t commands = 0;          // SCSI commands completed with a status (after any retries)
+  uint64_t bytes_read = 0;        // data moved by those with GOOD status, less the residual
+  uint64_t bytes_written = 0;
   std::chrono::milliseconds longest_recovery{0};  // from the loss to full feature phase again
   std::string portal;                             // where the session is (or was) logged in
   std::string last_loss;                          // why the connection was last lost
@@ -123,6 +126,8 @@ class Session final : private DatamoverEvents {
   // A task with a SCSI status: completes it, or sends it again (scsi_retry.h).
   void Finish(Task* task);
   void Retry(Task* task, std::chrono::milliseconds delay);
+  // Counts a command that completes with a SCSI status into stats().
+  void CountCompleted(const Task& task);
   void FailAll(const Status& status);
   // Completes every task of a queue linked through Task::next with this status.
   static void FailQueue(Task* head, const Status& status);
@@ -227,6 +232,9 @@ class Session final : private DatamoverEvents {
   std::atomic<bool> progress_{false};
   std::atomic<uint64_t> capacity_changes_{0};
   std::atomic<uint64_t> retried_commands_{0};
+  std::atomic<uint64_t> commands_{0};
+  std::atomic<uint64_t> bytes_read_{0};
+  std::atomic<uint64_t> bytes_written_{0};
 
   // Recovery thread state. An episode is the losses, one after the other, of connections that
   // completed nothing: they share a replacement_timeout and a growing back-off.

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <string>
 
+#include "initiator/scsi/sense.h"
 #include "tests/unit/session_fixture.h"
 
 namespace iser::test {
@@ -186,6 +187,26 @@ TEST_F(SessionDataTest, DataInWithOverflowCompletesWithTheResidual) {
   EXPECT_TRUE(r.task.status.ok()) << r.task.status.message();
   EXPECT_TRUE(r.task.residual_overflow);
   EXPECT_EQ(r.task.residual, 512u);
+}
+
+TEST_F(SessionDataTest, StatsCountCommandsAndTheBytesTheyMoved) {
+  Open();
+  TestTask& r = NewRead(8192);
+  session_->Submit(&r.task);
+  Bhs d = DataIn(r, 0, 0, kFinalBit | kStatusBit | kResidualUnderflow);
+  d.set_u32(bhs::kResidualCount, 4096);
+  fake_.Deliver(d, std::vector<uint8_t>(4096, 0x33));
+  TestTask& w = NewWrite(4096);
+  session_->Submit(&w.task);
+  Respond(w);
+  TestTask& failed = NewWrite(8192);
+  session_->Submit(&failed.task);
+  Respond(failed, scsi_status::kReservationConflict);
+  ASSERT_EQ(r.completions + w.completions + failed.completions, 3);
+  const SessionStats s = session_->stats();
+  EXPECT_EQ(s.commands, 3u);
+  EXPECT_EQ(s.bytes_read, 4096u);
+  EXPECT_EQ(s.bytes_written, 4096u);
 }
 
 TEST_F(SessionDataTest, DataInOutOfSequenceFailsTheConnection) {
