@@ -1,10 +1,10 @@
 // Session recovery at ErrorRecoveryLevel 0: the recovery thread's half of Session (session.h
 // says what it does; docs/recovery.md why).
 #include <algorithm>
-#include <cstdio>
 
 #include "initiator/base/log.h"
 #include "initiator/session/connect_login.h"
+#include "initiator/session/log_text.h"
 #include "initiator/session/session.h"
 
 namespace iser {
@@ -21,12 +21,6 @@ constexpr std::chrono::seconds kStableConnection{10};
 
 constexpr uint8_t kCompareAndWrite = 0x89;
 constexpr uint8_t kPersistentReserveOut = 0x5f;
-
-std::string Seconds(Clock::duration d) {
-  char buf[32];
-  snprintf(buf, sizeof buf, "%.1f s", std::chrono::duration<double>(d).count());
-  return buf;
-}
 
 const char* NotReplayable(const Task& t) {
   switch (t.cdb[0]) {
@@ -105,9 +99,9 @@ void Session::GiveUp(const Status& cause) {
   gave_up_ = true;
   const Clock::duration elapsed = Clock::now() - episode_start_;
   const Status why = Status::IoError(
-      "the session to " + Describe() + " was lost (" + cause.message() + ") " + Seconds(elapsed) +
-      " ago and is not back within replacement_timeout (" + Seconds(options_.replacement_timeout) +
-      "); recovery goes on in the background");
+      "the session to " + Describe() + " was lost (" + cause.message() + ") " +
+      SecondsText(elapsed) + " ago and is not back within replacement_timeout (" +
+      SecondsText(options_.replacement_timeout) + "); recovery goes on in the background");
   Task* submitted;
   {
     MutexLock lock(&submit_mu_);
@@ -118,9 +112,9 @@ void Session::GiveUp(const Status& cause) {
     submit_head_ = submit_tail_ = nullptr;
   }
   // Once per episode: a target that keeps dropping new connections does not flood the log.
-  Log(first ? LogLevel::kWarning : LogLevel::kDebug, "gave up waiting for the session to " +
-                                                         Describe() + " after " + Seconds(elapsed) +
-                                                         ": I/O now fails; still trying");
+  Log(first ? LogLevel::kWarning : LogLevel::kDebug,
+      "gave up waiting for the session to " + Describe() + " after " + SecondsText(elapsed) +
+          ": I/O now fails; still trying");
   Task* lists[2] = {pending_head_, submitted};
   pending_head_ = pending_tail_ = nullptr;
   for (Task* t : lists) FailQueue(t, why);
@@ -279,8 +273,9 @@ Status Session::Reconnect(const Portal& portal, uint64_t replayed, Clock::time_p
     where_now = stats_.portal;
   }
   Log(LogLevel::kInfo, "recovered the session to " + options_.target_name + " after " +
-                           Seconds(took) + " via " + where_now + ", " + std::to_string(replayed) +
-                           (replayed == 1 ? " command" : " commands") + " replayed");
+                           SecondsText(took) + " via " + where_now + ", " +
+                           std::to_string(replayed) + (replayed == 1 ? " command" : " commands") +
+                           " replayed");
   return Status::OK();
 }
 

@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <span>
 
-#include "initiator/scsi/sense.h"
 
 namespace iser {
 
@@ -21,30 +20,39 @@ RetryDecision DecideScsiRetry(const Task& t) {
   if (t.retries >= kMaxScsiRetries) return d;
   switch (t.scsi_status) {
     case scsi_status::kBusy:
-      d = {true, Backoff(t.retries), false, "BUSY"};
+      d.retry = true;
+      d.delay = Backoff(t.retries);
+      d.reason = "BUSY";
       return d;
     case scsi_status::kTaskSetFull:
-      d = {true, Backoff(t.retries), false, "TASK SET FULL"};
+      d.retry = true;
+      d.delay = Backoff(t.retries);
+      d.reason = "TASK SET FULL";
       return d;
     case scsi_status::kCheckCondition:
       break;
     default:
       return d;
   }
-  const Sense sense = DecodeSense(std::span<const uint8_t>(t.sense, t.sense_length));
+  d.sense = DecodeSense(std::span<const uint8_t>(t.sense, t.sense_length));
+  const Sense& sense = d.sense;
   if (!sense.valid) return d;
   switch (sense.key) {
     case sense_key::kUnitAttention:
-      d = {true, std::chrono::milliseconds(0), sense.asc == 0x2a && sense.ascq == 0x09,
-           "UNIT ATTENTION"};
+      d.retry = true;
+      d.capacity_changed = sense.asc == 0x2a && sense.ascq == 0x09;
+      d.reason = "UNIT ATTENTION";
       return d;
     case sense_key::kNotReady:
       if (sense.asc == 0x04 && sense.ascq == 0x01) {
-        d = {true, Backoff(t.retries), false, "NOT READY (becoming ready)"};
+        d.retry = true;
+        d.delay = Backoff(t.retries);
+        d.reason = "NOT READY (becoming ready)";
       }
       return d;
     case sense_key::kAbortedCommand:
-      d = {true, std::chrono::milliseconds(0), false, "ABORTED COMMAND"};
+      d.retry = true;
+      d.reason = "ABORTED COMMAND";
       return d;
   }
   return d;

@@ -11,6 +11,7 @@
 #include <chrono>
 #include <cstdint>
 
+#include "initiator/scsi/sense.h"
 #include "initiator/task/task.h"
 
 namespace iser {
@@ -20,6 +21,7 @@ struct RetryDecision {
   std::chrono::milliseconds delay{0};  // how long to wait before sending it again
   bool capacity_changed = false;       // UNIT ATTENTION 2A/09: the LUN's size changed
   const char* reason = "";             // "BUSY", "UNIT ATTENTION", ... for logs
+  Sense sense;                         // decoded for CHECK CONDITION, for the same logs
 };
 
 // Attempts a task gets for one kind of outcome before its last answer stands.

@@ -5,6 +5,7 @@
 #include <algorithm>
 
 #include "initiator/base/log.h"
+#include "initiator/session/log_text.h"
 #include "initiator/session/session.h"
 
 namespace iser {
@@ -27,15 +28,6 @@ const char* FunctionName(uint8_t function) {
 std::chrono::milliseconds AnswerTimeout(uint8_t function, std::chrono::milliseconds command) {
   return function == kAbortTask ? std::min(command, std::chrono::milliseconds(15000))
                                 : std::min(command * 2, std::chrono::milliseconds(30000));
-}
-
-std::string Hex8(uint8_t v) {
-  static const char kDigits[] = "0123456789abcdef";
-  return {kDigits[v >> 4], kDigits[v & 15]};
-}
-
-std::string Seconds(std::chrono::milliseconds d) {
-  return std::to_string(d.count() / 1000) + "." + std::to_string(d.count() % 1000 / 100) + " s";
 }
 
 }  // namespace
@@ -68,11 +60,11 @@ void Session::CheckCommandTimeouts(Clock::time_point now) {
     }
     if (m.function == kLogicalUnitReset) {
       dm_->Abort(Status::Timeout("no answer to LOGICAL UNIT RESET of LUN " + std::to_string(m.lun) +
-                                 " within " + Seconds(limit) +
+                                 " within " + SecondsText(limit) +
                                  ": dropping the connection to recover"));
       return;
     }
-    Log(LogLevel::kWarning, Describe() + ": no answer to ABORT TASK within " + Seconds(limit) +
+    Log(LogLevel::kWarning, Describe() + ": no answer to ABORT TASK within " + SecondsText(limit) +
                                 "; resetting LUN " + std::to_string(m.lun));
     tmfs_.erase(tmfs_.begin() + static_cast<ptrdiff_t>(i));
     if (std::find(reset_luns.begin(), reset_luns.end(), m.lun) == reset_luns.end()) {
@@ -91,9 +83,9 @@ void Session::CheckCommandTimeouts(Clock::time_point now) {
   for (uint32_t s = 1; s < kSlots; ++s) {
     Task* t = slots_[s];
     if (t == nullptr || slot_abort_[s] != 0 || now - slot_sent_at_[s] <= timeout) continue;
-    Log(LogLevel::kWarning, Describe() + ": no answer to CDB opcode 0x" + Hex8(t->cdb[0]) +
+    Log(LogLevel::kWarning, Describe() + ": no answer to CDB opcode " + HexByte(t->cdb[0]) +
                                 " (CmdSN " + std::to_string(t->cmdsn) + ") on LUN " +
-                                std::to_string(t->lun) + " within " + Seconds(timeout) +
+                                std::to_string(t->lun) + " within " + SecondsText(timeout) +
                                 "; aborting it");
     slot_abort_[s] = kAbortTask;
     SendTaskManagement(kAbortTask, t->lun, t);
@@ -104,8 +96,8 @@ void Session::RetryAborted(Task* t, const std::string& how) {
   Release(t);
   if (t->aborts >= kMaxAborts) {
     t->status = Status::Timeout("no answer within command_timeout (" +
-                                Seconds(options_.command_timeout) + ") from " + Describe() + ", " +
-                                std::to_string(t->aborts + 1) + " times; last " + how);
+                                SecondsText(options_.command_timeout) + ") from " + Describe() +
+                                ", " + std::to_string(t->aborts + 1) + " times; last " + how);
     t->on_complete(t);
     return;
   }
