@@ -24,7 +24,7 @@ bool fault_fail_reg_mr() {
 bool fault_drop_now() {
   static const long n = setting("SOFTRDMA_DROP_AFTER");
   static std::atomic<long> count{0};
-  return n > 0 && ++count > n;
+  return n > 0 && ++count == n + 1;
 }
 
 void fault_delay_completion() {

@@ -42,6 +42,15 @@ TEST(Faults, DropAfterCutsTheConnectionLikeAPeerDeath) {
   }
   EXPECT_EQ(disconnected, 2);
   EXPECT_EQ(timewait, 2);
+
+  // One cut only: a new connection (a peer reconnecting after the loss) carries sends again.
+  VerbsPair q;
+  ASSERT_TRUE(q.connect());
+  ASSERT_EQ(post_recv(q.b, 200, 0, 64), 0);
+  ASSERT_EQ(post_send(q.a, IBV_WR_SEND, 4, 0, 8), 0);
+  auto after = q.wait_wc(q.a, 1);
+  ASSERT_EQ(after.size(), 1u);
+  EXPECT_EQ(after[0].status, IBV_WC_SUCCESS);
 }
 
 TEST(Faults, FailRegMrFailsTheNthRegistration) {
