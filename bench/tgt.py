@@ -62,6 +62,12 @@ class Tgt:
             raise RuntimeError(f"tgtadm {args} failed")
         return rc
 
+    def state(self, state):
+        """"offline" refuses logins while targets and LUNs are added, "ready" admits them again:
+        what tgt's systemd unit does around its configuration, so that no initiator finds a
+        target without its LUNs."""
+        self.adm(f"--op update --mode sys --name State -v {state}")
+
     def target(self, tid, iqn, lld="iscsi", initiators=()):
         """initiators: names to bind as well (tgt 1.0.85's iSER target admits no others)."""
         self.adm(f"--lld {lld} --op new --mode target --tid {tid} -T {iqn}")
