@@ -3,8 +3,9 @@
 # docs/fstab.md describes. `mount -t fuse.iser-connect URL DIR -o ro,_netdev`: the LUN file is
 # read-only and equal to its backing file; `umount DIR` ends the serving process. The same target
 # from a temporary fstab (`mount --fstab FILE DIR`), rw with the generic fstab options and a
-# session option: data written through the file reaches the backing file. An unknown option
-# fails naming it, exit 7, and mounts nothing; so does a secret in the options.
+# session option: data written through the file reaches the backing file. Then util-linux's
+# direct route, /sbin/mount.fuse.iser-connect. An unknown option fails naming it, exit 7, and
+# mounts nothing; so does a secret in the options.
 #
 # util-linux runs helpers without PATH, so mount.fuse3 finds `iser-connect` only in the shell's
 # default PATH. The test runs in a private mount namespace where /usr/local/sbin (first in that
@@ -28,14 +29,14 @@ ln -s "$(readlink -f "$ISER_CONNECT")" "$WORK/bin/iser-connect"
 mount --bind "$WORK/bin" /usr/local/sbin
 
 # serving_pids: the iser-connect processes serving $MNT (the mount and its UnmountGuard), found
-# by their executable and arguments.
+# by their program name and arguments.
 serving_pids() {
-  local exe p
-  exe=$(readlink -f "$ISER_CONNECT")
-  for p in /proc/[0-9]*; do
-    [ "$(readlink "$p/exe" 2>/dev/null)" = "$exe" ] || continue
-    tr '\0' ' ' <"$p/cmdline" 2>/dev/null | grep -qF " $MNT " && echo "${p#/proc/}"
-  done
+  local pid prog args
+  while read -r pid prog args; do
+    case "${prog##*/}" in
+      iser-connect | mount.fuse.iser-connect) [[ " $args " == *" $MNT "* ]] && echo "$pid" ;;
+    esac
+  done < <(ps -eo pid=,args=)
   return 0
 }
 none_serving() { [ -z "$(serving_pids)" ]; }
@@ -86,7 +87,22 @@ cmp -n 1048576 "$WORK/data" <(tail -c +$((1024 * 1024 + 1)) "$(tgt_lun_file 1 1)
 echo "mount --fstab, rw: data written reached the backing file"
 umount_and_check
 
-# 3. Refused options: the helper exits 7 naming the option (never echoing a secret), and mount
+# 3. util-linux's own route: /sbin/mount.fuse.iser-connect, run without mount.fuse3 (here an
+# overlay on /usr/sbin, in this namespace only, adds the build tree's link).
+grep -qw overlay /proc/filesystems || fail "no overlay file system to put the link in /usr/sbin"
+mkdir "$WORK/sbin"
+ln -s "$(dirname "$ISER_CONNECT")/mount.fuse.iser-connect" "$WORK/sbin/"
+mount -t overlay overlay -o "lowerdir=$WORK/sbin:/usr/sbin" /usr/sbin
+mount_fuse mount -t fuse.iser-connect "$(fuse_url 1)" "$MNT" -o ro,_netdev
+for pid in $(serving_pids); do
+  [ "$(tr '\0' '\n' <"/proc/$pid/cmdline" | head -1)" = /sbin/mount.fuse.iser-connect ] ||
+    fail "process $pid was not started as /sbin/mount.fuse.iser-connect"
+done
+cmp "$MNT/lun1" "$(tgt_lun_file 1 1)" || fail "lun1 differs from the backing file"
+echo "mount through /sbin/mount.fuse.iser-connect: equal to the backing file"
+umount_and_check
+
+# 4. Refused options: the helper exits 7 naming the option (never echoing a secret), and mount
 # fails with nothing mounted. Also through the mount.fuse.iser-connect link util-linux runs.
 # expect_refused COMMAND...: COMMAND exits 7 and mounts nothing; its output is left in $out.
 expect_refused() {
