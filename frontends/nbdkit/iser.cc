@@ -168,10 +168,11 @@ Result<BlockDevice*> DeviceFor(Target& t, uint64_t lun) {
   if (!dev.ok()) return dev.status();
   BlockDevice* p = dev->get();
   const iser::LunInfo& i = p->info();
-  nbdkit_debug("export %s%" PRIu64
+  const std::string target = g_whole_portal ? t.url.target + " " : "";
+  nbdkit_debug("%sLUN %" PRIu64
                ": %s; blocks %u/%u, max transfer %u, read_only=%d wce=%d "
                "dpofua=%d lbpme=%d lbpu=%d lbpws=%d lbprz=%d rotational=%d",
-               t.export_prefix.c_str(), lun, Describe(i).c_str(), i.logical_block_size,
+               target.c_str(), lun, Describe(i).c_str(), i.logical_block_size,
                i.physical_block_size, i.max_transfer_bytes, i.read_only, i.write_cache, i.fua,
                i.thin, i.unmap, i.write_same_unmap, i.unmapped_reads_zero, i.rotational);
   t.devices.emplace(lun, std::move(*dev));
