@@ -49,6 +49,11 @@ int main(int argc, char** argv) {
   iser::cli::AddLsCommand(app, g);
   iser::cli::AddBenchCommand(app, g);
   iser::cli::AddMountCommand(app, g);
+  // Set after the subcommands, which would otherwise inherit it.
+  app.footer(
+      "As a mount helper (mount -t fuse.iser-connect, fstab; docs/fstab.md):\n"
+      "  iser-connect URL MOUNTPOINT [-o OPTIONS]  is  iser-connect mount URL MOUNTPOINT -o "
+      "OPTIONS");
   try {
     // CLI11 takes the arguments last to first.
     std::vector<std::string> reversed(args.rbegin(), args.rend());
