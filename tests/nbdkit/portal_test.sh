@@ -1,13 +1,23 @@
 #!/bin/bash
-# portal_test.sh PLUGIN: `nbdkit iser iscsi://PORTAL`, a URL without a target, serves every disk
+# portal_test.sh PLUGIN [SOFTRDMA_RUN]: `nbdkit iser iscsi://PORTAL`, a URL without a target, serves every disk
 # LUN of every target the portal reports as an export named TARGET-IQN/LUN. Two targets (one
 # with two LUNs): nbdinfo --list shows the three exports with their INQUIRY descriptions; the
 # default export is the first; sessions are opened when first needed, one per target however
 # many connections use it; nbdcopy copies one export out equal to its backing file and writes
 # another whose backing file and read-back are equal to the image; unknown export names fail
-# clearly; an unreachable portal stops nbdkit at start-up.
+# clearly; an unreachable portal stops nbdkit at start-up. With SOFTRDMA_RUN the same over iSER
+# (iser:// URL, tgtd's iSER target; the discovery itself runs over TCP), in the private network
+# namespace of tests/harness/iser-netns.
 set -euo pipefail
 . "$(dirname "$0")/lib.sh" "$1"
+SCHEME=iscsi
+PARAMS=()
+if [ $# -ge 2 ]; then
+  tgt_in_iser_netns "$2" 240 "$@"
+  export TGT_LLD=iser TGT_ISER_INITIATOR=iqn.2026-11.test:nbdkit-portal
+  SCHEME=iser
+  PARAMS=(initiator="$TGT_ISER_INITIATOR")
+fi
 requires nbdinfo nbdcopy cmp
 
 A=iqn.2026-11.test:alpha
@@ -24,18 +34,19 @@ dd if="$WORK/alpha2" of="$(tgt_lun_file 1 2)" conv=notrunc status=none
 
 # sessions TID: how many I_T nexuses (sessions) tgtd has for target TID.
 sessions() {
-  tgtadm --lld iscsi --op show --mode target |
+  tgtadm --lld "$TGT_LLD" --op show --mode target |
     awk -v tid="$1" '/^Target [0-9]+:/ { t = ($2 == tid ":") } t && /I_T nexus:/ { n++ }
                      END { print n + 0 }'
 }
+# expect_sessions A B WHEN: tgtd counts A sessions on alpha and B on beta, within 10 s (tgtd's
+# iSER target ends the I_T nexus of a logged-out session a moment after the logout).
+sessions_are() { [ "$(sessions 1) $(sessions 2)" = "$1 $2" ]; }
 expect_sessions() {
-  local got_a got_b
-  got_a=$(sessions 1)
-  got_b=$(sessions 2)
-  [ "$got_a $got_b" = "$1 $2" ] || fail "$3: sessions alpha/beta are $got_a/$got_b, expected $1/$2"
+  wait_for 10 sessions_are "$1" "$2" ||
+    fail "$3: sessions alpha/beta are $(sessions 1)/$(sessions 2), expected $1/$2"
 }
 
-nbd_start iscsi://127.0.0.1:$TGT_PORT
+nbd_start "$SCHEME://127.0.0.1:$TGT_PORT" "${PARAMS[@]}"
 expect_sessions 0 0 "after start-up (get_ready logs out again, nothing opened yet)"
 
 [ "$(timeout 30 nbdinfo --size "$(nbd_uri $B/1)")" = 12582912 ] || fail "size of $B/1"
@@ -86,5 +97,5 @@ expect_sessions 0 0 "after nbdkit exited (logged out of every target)"
 
 # A portal where nothing listens stops nbdkit before it serves.
 port=$(tgt_free_port)
-nbd_fails "127\.0\.0\.1:$port.*(refused|connect)" iscsi://127.0.0.1:$port timeout=3
+nbd_fails "127\.0\.0\.1:$port.*(refused|connect)" "$SCHEME://127.0.0.1:$port" timeout=3 "${PARAMS[@]}"
 echo PASS
