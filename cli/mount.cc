@@ -1,14 +1,33 @@
 // iser-connect mount: the LUNs of a target as files in a FUSE mount (frontends/fuse).
 #include "frontends/fuse/mount.h"
 #include "cli/commands.h"
+#include "cli/mount_options.h"
 
 namespace iser::cli {
+
+namespace {
+
+// -o's session settings take the place of the matching command-line options.
+void ApplyMountOptionList(const MountOptionList& list, GlobalOptions* g, fuse::MountOptions* m) {
+  if (list.read_only) m->read_only = *list.read_only;
+  m->allow_other = m->allow_other || list.allow_other;
+  m->page_cache = m->page_cache || list.page_cache;
+  if (list.replacement_timeout) g->replacement_timeout = list.replacement_timeout;
+  if (list.command_timeout) g->command_timeout = list.command_timeout;
+  if (list.login_timeout) g->login_timeout = *list.login_timeout;
+  if (list.transport) g->transport = *list.transport;
+  if (list.password_file) g->password_file = *list.password_file;
+  if (list.target_password_file) g->target_password_file = *list.target_password_file;
+}
+
+}  // namespace
 
 void AddMountCommand(CLI::App& app, GlobalOptions& g) {
   struct Args {
     std::string url;
     fuse::MountOptions mount;
     bool no_auto_unmount = false;
+    std::vector<std::string> option_lists;
   };
   auto args = std::make_shared<Args>();
   CLI::App* cmd = app.add_subcommand(
@@ -28,7 +47,20 @@ void AddMountCommand(CLI::App& app, GlobalOptions& g) {
   cmd->add_option("--threads", args->mount.max_threads, "FUSE worker threads")
       ->check(CLI::Range(1, 1024));
   cmd->add_flag("--fuse-debug", args->mount.fuse_debug, "trace FUSE requests on stderr");
+  cmd->add_option("-o", args->option_lists,
+                  "mount options, comma separated, as in fstab: ro, rw, allow_other, page_cache, "
+                  "replacement_timeout=S, command_timeout=S, login_timeout=S, transport=tcp|iser, "
+                  "password_file=F, target_password_file=F; _netdev, nofail, x-* and the like are "
+                  "ignored (docs/fstab.md)")
+      ->allow_extra_args(false);
   cmd->callback([args, &g] {
+    MountOptionList list;
+    for (const std::string& text : args->option_lists) {
+      if (Status st = ParseMountOptionList(text, &list); !st.ok()) {
+        throw CLI::RuntimeError(Fail(st));
+      }
+    }
+    ApplyMountOptionList(list, &g, &args->mount);
     SetupLogging(g);
     Result<IscsiUrl> url = ParseIscsiUrl(args->url);
     if (!url.ok()) throw CLI::RuntimeError(Fail(url.status()));

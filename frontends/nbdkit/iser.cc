@@ -1,19 +1,28 @@
-// nbdkit-iser-plugin: serves the LUNs of an iSCSI (or iSER) target as NBD exports.
+// nbdkit-iser-plugin: serves the LUNs of iSCSI (or iSER) targets as NBD exports.
 //
 //   nbdkit iser iscsi://HOST[:PORT]/TARGET-IQN[/LUN] [initiator=IQN] [user=U password=-] ...
+//   nbdkit iser iscsi://HOST[:PORT]     every target the portal reports (SendTargets)
+//
+// Exports: with a target in the URL, every disk LUN of it, named by its number; with a portal
+// only, every disk LUN of every target, named "<target-iqn>/<lun>". The targets are those the
+// portal reported when nbdkit started.
 //
 // One callback per NBD operation, each a thin mapping onto BlockDevice (the SCSI mapping table is
 // in docs/interop.md, "NBD operations and SCSI commands"). Life cycle:
 //   config / config_complete  parse and check the parameters; nothing touches the network.
-//   get_ready                 log in, list the LUNs, pick the default export, log out again: a bad
-//                             URL, an unreachable portal or a wrong password stops nbdkit here,
-//                             before it forks into the background.
-//   after_fork                log in for good: the session's I/O thread must be started in the
-//                             process that serves (threads do not survive nbdkit's fork).
-//   cleanup                   log out once every connection has closed.
-// Every NBD connection shares that one session and one BlockDevice per LUN, so requests from all
-// connections are in flight together and SYNCHRONIZE CACHE from any of them covers all writes
-// (hence can_multi_conn).
+//   get_ready                 (portal: discover the targets,) log in, find the first disk LUN
+//                             for the default export, log out again: a bad URL, an unreachable
+//                             portal or a wrong password stops nbdkit here, before it forks into
+//                             the background.
+//   after_fork                with a target in the URL, log in for good: the session's I/O
+//                             thread must be started in the process that serves (threads do not
+//                             survive nbdkit's fork). A portal's targets are logged in to at the
+//                             first list or open that needs them, so that a portal with many
+//                             targets costs only the sessions clients use.
+//   cleanup                   log out of every target once every connection has closed.
+// Every NBD connection to a target's exports shares one session and one BlockDevice per LUN, so
+// requests from all connections are in flight together and SYNCHRONIZE CACHE from any of them
+// covers all writes (hence can_multi_conn).
 
 #define NBDKIT_API_VERSION 2
 // Requests run in parallel on nbdkit's threads; BlockDevice is safe to call from all of them.
@@ -31,6 +40,7 @@
 #include <vector>
 
 #include "discovery/connect.h"
+#include "discovery/discovery.h"
 #include "discovery/seconds.h"
 #include "discovery/url.h"
 #include "initiator/base/log.h"
@@ -60,12 +70,19 @@ std::optional<std::string> g_user;
 std::optional<std::string> g_target_user;
 std::optional<std::vector<iser::DigestType>> g_digest;
 
-// Serving state, set up in get_ready/after_fork.
-uint64_t g_default_lun = 0;
-iser::Mutex g_mu;  // g_session is only replaced while nothing is serving
-std::shared_ptr<iser::Session> g_session;
-// Disk LUNs opened so far.
-std::map<uint64_t, std::unique_ptr<BlockDevice>> g_devices ISER_GUARDED_BY(g_mu);
+// One target served: where it is, and once logged in, its session and the LUNs opened so far.
+struct Target {
+  iser::IscsiUrl url;         // EffectiveUrl() naming this target
+  std::string export_prefix;  // "" when the URL names the target, else "<target-iqn>/"
+  iser::Mutex mu;
+  std::shared_ptr<iser::Session> session ISER_GUARDED_BY(mu);
+  std::map<uint64_t, std::unique_ptr<BlockDevice>> devices ISER_GUARDED_BY(mu);
+};
+
+// Serving state, set up in get_ready and fixed from then on (each Target guards its own state).
+bool g_whole_portal = false;  // the URL names no target
+std::vector<std::unique_ptr<Target>> g_targets;
+std::string g_default_export;
 
 // Reports a failure the nbdkit way: the message once, and the errno the client will see.
 int Fail(const Status& st) {
@@ -128,22 +145,37 @@ std::string Describe(const iser::LunInfo& info) {
          " bytes";
 }
 
+// The target's session, logged in to on first use; a failed login is tried again next time.
+Result<std::shared_ptr<iser::Session>> SessionOf(Target& t) {
+  iser::MutexLock lock(&t.mu);
+  if (t.session) return t.session;
+  Result<std::shared_ptr<iser::Session>> s = iser::OpenSession(t.url, g_connect);
+  if (!s.ok()) {
+    return Status(s.status().code(), t.url.Redacted() + ": " + s.status().message());
+  }
+  t.session = std::move(*s);
+  return t.session;
+}
+
 // The BlockDevice of a disk LUN, opened (probed) on first use and shared by every connection.
-Result<BlockDevice*> DeviceFor(uint64_t lun) {
-  iser::MutexLock lock(&g_mu);
-  auto it = g_devices.find(lun);
-  if (it != g_devices.end()) return it->second.get();
-  Result<std::unique_ptr<BlockDevice>> dev = BlockDevice::Open(g_session, lun);
+Result<BlockDevice*> DeviceFor(Target& t, uint64_t lun) {
+  Result<std::shared_ptr<iser::Session>> session = SessionOf(t);
+  if (!session.ok()) return session.status();
+  iser::MutexLock lock(&t.mu);
+  auto it = t.devices.find(lun);
+  if (it != t.devices.end()) return it->second.get();
+  Result<std::unique_ptr<BlockDevice>> dev = BlockDevice::Open(*session, lun);
   if (!dev.ok()) return dev.status();
   BlockDevice* p = dev->get();
   const iser::LunInfo& i = p->info();
-  nbdkit_debug("LUN %" PRIu64
+  const std::string target = g_whole_portal ? t.url.target + " " : "";
+  nbdkit_debug("%sLUN %" PRIu64
                ": %s; blocks %u/%u, max transfer %u, read_only=%d wce=%d "
                "dpofua=%d lbpme=%d lbpu=%d lbpws=%d lbprz=%d rotational=%d",
-               lun, Describe(i).c_str(), i.logical_block_size, i.physical_block_size,
-               i.max_transfer_bytes, i.read_only, i.write_cache, i.fua, i.thin, i.unmap,
-               i.write_same_unmap, i.unmapped_reads_zero, i.rotational);
-  g_devices.emplace(lun, std::move(*dev));
+               target.c_str(), lun, Describe(i).c_str(), i.logical_block_size,
+               i.physical_block_size, i.max_transfer_bytes, i.read_only, i.write_cache, i.fua,
+               i.thin, i.unmap, i.write_same_unmap, i.unmapped_reads_zero, i.rotational);
+  t.devices.emplace(lun, std::move(*dev));
   return p;
 }
 
@@ -218,14 +250,10 @@ int IserConfig(const char* key, const char* value) {
 
 int IserConfigComplete() {
   if (!g_url) {
-    nbdkit_error("an iSCSI URL is required: nbdkit iser iscsi://HOST[:PORT]/TARGET-IQN[/LUN]");
+    nbdkit_error("an iSCSI URL is required: nbdkit iser iscsi://HOST[:PORT][/TARGET-IQN[/LUN]]");
     return -1;
   }
-  if (g_url->target.empty()) {
-    nbdkit_error("the URL %s names no target: use iscsi://HOST[:PORT]/TARGET-IQN[/LUN]",
-                 g_url_text.c_str());
-    return -1;
-  }
+  g_whole_portal = g_url->target.empty();
   // Catches a missing password now rather than at login, naming the ways nbdkit takes one.
   g_connect.password_hint = "password=- (prompt), password=+FILE or password=-FD";
   g_connect.target_password_hint =
@@ -242,100 +270,183 @@ int IserConfigComplete() {
 
 // ---- Server life cycle ------------------------------------------------------------------------
 
+// The LUN to serve by default: the given one if it is a disk, else the first disk LUN reported,
+// else none.
+Result<std::optional<uint64_t>> DefaultLun(iser::Session& session, std::optional<uint64_t> lun) {
+  if (lun) {
+    Result<iser::LunInfo> info = iser::ProbeLun(session, *lun);
+    if (!info.ok()) return info.status();
+    if (!info->is_disk) {
+      return Status::NotSupported("LUN " + std::to_string(*lun) + " is a " +
+                                  info->device_type_name + " device, not a disk");
+    }
+    return lun;
+  }
+  Result<std::vector<uint64_t>> luns = iser::ReportLuns(session);
+  if (!luns.ok()) return luns.status();
+  for (uint64_t l : *luns) {
+    Result<iser::LunInfo> info = iser::ProbeLun(session, l);
+    if (!info.ok()) return info.status();
+    if (info->is_disk) return std::optional<uint64_t>(l);
+  }
+  return std::optional<uint64_t>();
+}
+
+// Logs in to the target, finds its default LUN and logs out again (get_ready runs before
+// nbdkit forks, and the session's thread would not survive the fork).
+Result<std::optional<uint64_t>> ProbeTarget(const Target& t) {
+  Result<std::shared_ptr<iser::Session>> s = iser::OpenSession(t.url, g_connect);
+  if (!s.ok()) return s.status();
+  Result<std::optional<uint64_t>> lun = DefaultLun(**s, t.url.lun);
+  Status closed = (*s)->Close();
+  if (lun.ok() && !closed.ok()) return closed;
+  return lun;
+}
+
+void AddTarget(const std::string& name, std::string export_prefix) {
+  auto t = std::make_unique<Target>();
+  t->url = EffectiveUrl();
+  t->url.target = name;
+  t->export_prefix = std::move(export_prefix);
+  g_targets.push_back(std::move(t));
+}
+
+// The portal's targets, in the order SendTargets reports them. Sessions go to the portal the URL
+// names, which answered the discovery; OpenSession adds the other portals a target reports for
+// recovery.
+Status DiscoverPortal() {
+  iser::IscsiUrl url = EffectiveUrl();
+  ISER_RETURN_IF_ERROR(iser::ResolveCredentials(&url, g_connect));
+  Result<iser::SessionOptions> so = iser::DiscoverySessionOptionsFor(url, g_connect);
+  if (!so.ok()) return so.status();
+  Result<std::vector<iser::DiscoveredTarget>> found = iser::DiscoverTargets(*so);
+  if (!found.ok()) return found.status();
+  if (found->empty()) {
+    return Status::NotFound("the portal reports no target (is this initiator allowed to see any?)");
+  }
+  for (const iser::DiscoveredTarget& d : *found) AddTarget(d.name, d.name + "/");
+  return Status::OK();
+}
+
 int IserGetReady() {
-  Result<std::shared_ptr<iser::Session>> s = iser::OpenSession(EffectiveUrl(), g_connect);
-  if (!s.ok()) {
-    nbdkit_error("%s: %s", g_url_text.c_str(), s.status().message().c_str());
-    return -1;
+  Status st = g_whole_portal ? DiscoverPortal() : Status::OK();
+  if (!g_whole_portal) AddTarget(g_url->target, "");
+  // The default export is the first disk LUN of the first target that has one.
+  for (size_t i = 0; st.ok() && g_default_export.empty() && i < g_targets.size(); ++i) {
+    const Target& t = *g_targets[i];
+    Result<std::optional<uint64_t>> lun = ProbeTarget(t);
+    st = lun.status();
+    if (st.ok() && *lun) g_default_export = t.export_prefix + std::to_string(**lun);
   }
-  std::shared_ptr<iser::Session> session = std::move(*s);
-  Status st;
-  if (g_url->lun) {
-    g_default_lun = *g_url->lun;
-    Result<iser::LunInfo> info = iser::ProbeLun(*session, g_default_lun);
-    if (!info.ok()) {
-      st = info.status();
-    } else if (!info->is_disk) {
-      st = Status::NotSupported("LUN " + std::to_string(g_default_lun) + " is a " +
-                                info->device_type_name + " device, not a disk");
-    }
-  } else {
-    Result<std::vector<uint64_t>> luns = iser::ReportLuns(*session);
-    st = luns.status();
-    bool found = false;
-    for (size_t i = 0; st.ok() && !found && i < luns->size(); ++i) {
-      Result<iser::LunInfo> info = iser::ProbeLun(*session, (*luns)[i]);
-      st = info.status();
-      found = st.ok() && info->is_disk;
-      if (found) g_default_lun = info->lun;
-    }
-    if (st.ok() && !found) st = Status::NotFound("the target has no disk LUN");
+  if (st.ok() && g_default_export.empty()) {
+    st = Status::NotFound(g_whole_portal ? "no target of the portal has a disk LUN"
+                                         : "the target has no disk LUN");
   }
-  // Log out before nbdkit forks; after_fork logs in again in the serving process.
-  Status closed = session->Close();
-  if (st.ok()) st = closed;
   if (!st.ok()) {
     nbdkit_error("%s: %s", g_url_text.c_str(), st.message().c_str());
     return -1;
   }
-  nbdkit_debug("%s: default export is LUN %" PRIu64, g_url_text.c_str(), g_default_lun);
+  nbdkit_debug("%s: %zu target(s), default export %s", g_url_text.c_str(), g_targets.size(),
+               g_default_export.c_str());
   return 0;
 }
 
 int IserAfterFork() {
-  Result<std::shared_ptr<iser::Session>> s = iser::OpenSession(EffectiveUrl(), g_connect);
+  if (g_whole_portal) return 0;
+  Result<std::shared_ptr<iser::Session>> s = SessionOf(*g_targets.front());
   if (!s.ok()) {
-    nbdkit_error("%s: %s", g_url_text.c_str(), s.status().message().c_str());
+    nbdkit_error("%s", s.status().message().c_str());
     return -1;
   }
-  g_session = std::move(*s);
   return 0;
 }
 
 void IserCleanup() {
-  {
-    iser::MutexLock lock(&g_mu);
-    g_devices.clear();
+  for (const std::unique_ptr<Target>& t : g_targets) {
+    iser::MutexLock lock(&t->mu);
+    t->devices.clear();
+    if (!t->session) continue;
+    if (Status st = t->session->Close(); !st.ok()) {
+      nbdkit_debug("logout from %s: %s", t->url.Redacted().c_str(), st.message().c_str());
+    }
+    t->session.reset();
   }
-  if (!g_session) return;
-  if (Status st = g_session->Close(); !st.ok()) {
-    nbdkit_debug("logout from %s: %s", g_url_text.c_str(), st.message().c_str());
-  }
-  g_session.reset();
 }
 
 // ---- Exports: one per disk LUN ----------------------------------------------------------------
 
-int IserListExports(int /*readonly*/, int /*is_tls*/, struct nbdkit_exports* exports) {
-  Result<std::vector<uint64_t>> luns = iser::ReportLuns(*g_session);
-  if (!luns.ok()) return Fail(luns.status());
+// Adds the disk LUNs of one target.
+Status ListTarget(Target& t, struct nbdkit_exports* exports) {
+  Result<std::shared_ptr<iser::Session>> session = SessionOf(t);
+  if (!session.ok()) return session.status();
+  Result<std::vector<uint64_t>> luns = iser::ReportLuns(**session);
+  if (!luns.ok()) return luns.status();
   for (uint64_t lun : *luns) {
-    Result<BlockDevice*> dev = DeviceFor(lun);
+    Result<BlockDevice*> dev = DeviceFor(t, lun);
     if (!dev.ok() && dev.status().code() == iser::StatusCode::kNotSupported)
       continue;  // not a disk
-    if (!dev.ok()) return Fail(dev.status());
-    const std::string name = std::to_string(lun);
+    if (!dev.ok()) return dev.status();
+    const std::string name = t.export_prefix + std::to_string(lun);
     if (nbdkit_add_export(exports, name.c_str(), Describe((*dev)->info()).c_str()) == -1) {
-      return -1;
+      return Status::ResourceExhausted("nbdkit took no more exports at " + name);
     }
   }
-  return 0;
+  return Status::OK();
+}
+
+// A portal's target that cannot be listed now (its login fails) is left out of the list with an
+// error in the log, so the others stay usable; listing fails only when no target could be listed.
+int IserListExports(int /*readonly*/, int /*is_tls*/, struct nbdkit_exports* exports) {
+  Status first_error;
+  size_t listed = 0;
+  for (const std::unique_ptr<Target>& t : g_targets) {
+    Status st = ListTarget(*t, exports);
+    if (st.ok()) {
+      ++listed;
+    } else {
+      if (g_whole_portal)
+        nbdkit_error("listing %s: %s", t->url.target.c_str(), st.message().c_str());
+      if (first_error.ok()) first_error = st;
+    }
+  }
+  return listed > 0 ? 0 : Fail(first_error);
 }
 
 const char* IserDefaultExport(int /*readonly*/, int /*is_tls*/) {
-  return nbdkit_printf_intern("%" PRIu64, g_default_lun);
+  return g_default_export.c_str();
+}
+
+// An export name's target and LUN: a LUN number, or with a whole portal "<target-iqn>/<lun>"
+// (IQNs contain no '/', so the last one separates the LUN).
+Result<std::pair<Target*, uint64_t>> ParseExportName(const std::string& name) {
+  const size_t slash = name.rfind('/');
+  const std::string prefix = slash == std::string::npos ? "" : name.substr(0, slash + 1);
+  std::optional<uint64_t> lun = ParseLun(std::string_view(name).substr(prefix.size()));
+  Target* target = nullptr;
+  for (const std::unique_ptr<Target>& t : g_targets) {
+    if (t->export_prefix == prefix) target = t.get();
+  }
+  if (target && lun) return std::pair(target, *lun);
+  const char* form =
+      g_whole_portal ? "export names are TARGET-IQN/LUN" : "export names are LUN numbers";
+  if (g_whole_portal && !prefix.empty() && !target) {
+    return Status::NotFound("export '" + name + "': the portal reported no target " +
+                            prefix.substr(0, prefix.size() - 1) +
+                            " (nbdinfo --list shows the exports)");
+  }
+  return Status::NotFound("export '" + name + "': " + form + " (nbdinfo --list shows them)");
 }
 
 void* IserOpen(int /*readonly*/) {
-  const std::string name = nbdkit_export_name();
-  std::optional<uint64_t> lun = name.empty() ? g_default_lun : ParseLun(name);
-  if (!lun) {
-    nbdkit_error("export '%s': export names are LUN numbers (nbdinfo --list shows them)",
-                 name.c_str());
+  std::string name = nbdkit_export_name();
+  if (name.empty()) name = g_default_export;
+  Result<std::pair<Target*, uint64_t>> exp = ParseExportName(name);
+  if (!exp.ok()) {
+    nbdkit_error("%s", exp.status().message().c_str());
     nbdkit_set_error(ENOENT);
     return nullptr;
   }
-  Result<BlockDevice*> dev = DeviceFor(*lun);
+  Result<BlockDevice*> dev = DeviceFor(*exp->first, exp->second);
   if (!dev.ok()) {
     Fail(dev.status());
     return nullptr;
@@ -497,10 +608,11 @@ int IserCache(void* handle, uint32_t count, uint64_t offset, uint32_t /*flags*/)
 // ---- Registration -----------------------------------------------------------------------------
 
 constexpr char kConfigHelp[] =
-    "url=iscsi://[USER[%PASSWORD]@]HOST[:PORT]/TARGET-IQN[/LUN][?ARGS]\n"
+    "url=iscsi://[USER[%PASSWORD]@]HOST[:PORT][/TARGET-IQN[/LUN]][?ARGS]\n"
     "                     (also iser://; the key \"url=\" may be omitted) Target to serve;\n"
     "                     every disk LUN is an export named by its number, the default\n"
-    "                     export is LUN or the first disk LUN.\n"
+    "                     export is LUN or the first disk LUN. Without TARGET-IQN, every\n"
+    "                     target the portal reports: exports named TARGET-IQN/LUN.\n"
     "initiator=IQN        Initiator name (default: $ISER_CONNECT_INITIATOR_NAME or one\n"
     "                     derived from the host name and machine id).\n"
     "user=USER            CHAP user (else the URL's, else $LIBISCSI_CHAP_USERNAME).\n"

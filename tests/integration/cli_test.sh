@@ -8,6 +8,14 @@ here=$(cd "$(dirname "$0")" && pwd)
 . "$here/../harness/functions.sh"
 . "$here/../harness/tgt.sh"
 
+# --version and -V: the CMake project version, and the git commit when built from a checkout.
+project_version=$(sed -n 's/^project(iser-connect VERSION \([0-9.]*\).*/\1/p' "$here/../../CMakeLists.txt")
+for flag in --version -V; do
+  out=$("$cli" $flag)
+  echo "$out"
+  check "$flag prints the version" \
+    grep -Eqx "iser-connect $project_version( \(git [0-9a-f]+(-dirty)?\))?" <<<"$out"
+done
 
 tgt_start
 iqn=iqn.2026-11.io.iser-connect.test:cli

@@ -16,7 +16,6 @@ U=iscsi://127.0.0.1:$TGT_PORT
 
 # Malformed URLs and parameters: refused in config, before any network traffic.
 nbd_fails "must start with iscsi:// or iser://" http://127.0.0.1/iqn.2026-11.test:disk
-nbd_fails "names no target" "$U"
 nbd_fails "LUN 'x' is not a number" "$U/iqn.2026-11.test:disk/x"
 nbd_fails "unknown argument 'foo'" "$U/iqn.2026-11.test:disk?foo=1"
 nbd_fails "unknown parameter 'bogus'" "$U/iqn.2026-11.test:disk" bogus=1
