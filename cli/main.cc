@@ -16,6 +16,7 @@ int main(int argc, char** argv) {
   iser::cli::AddLsCommand(app, g);
   iser::cli::AddBenchCommand(app, g);
   iser::cli::AddMountCommand(app, g);
+  iser::cli::AddNodeCommand(app, g);
   try {
     app.parse(argc, argv);
   } catch (const CLI::RuntimeError& e) {
