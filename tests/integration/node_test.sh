@@ -85,9 +85,9 @@ done
 printf '%s\n' "$secret" >"$work/secret"
 check "a secret is set from --value-file" timeout 30 "$cli" node -T $iqn-a --op update \
   -n node.session.auth.password --value-file "$work/secret" --config-dir "$cfg"
-check "a secret is set from stdin with -v -" sh -c 'printf "%s\n" "$1" | timeout 30 "$2" node \
-  -T "$3" --op update -n node.session.auth.password_in -v - --config-dir "$4"' \
-  sh "$secret_in" "$cli" $iqn-a "$cfg"
+printf '%s\n' "$secret_in" >"$work/secret_in"
+check "a secret is set from stdin with -v -" timeout 30 "$cli" node -T $iqn-a --op update \
+  -n node.session.auth.password_in -v - --config-dir "$cfg" <"$work/secret_in"
 show=$(timeout 30 "$cli" node -T $iqn-a -p "$portal" --op show --config-dir "$cfg")
 echo "$show"
 for key in "${!values[@]}"; do
@@ -151,12 +151,14 @@ check "no secret in show, --json, debug logs or --help" \
 : >"$work/argv"
 for _ in 1 2 3 4 5; do
   timeout 30 "$cli" discover -p "$portal" -o new -o old --config-dir "$cfg" >/dev/null 2>&1 &
-  sh -c 'printf "%s\n" "$1" | timeout 30 "$2" node -T "$3" --op update -n \
-    node.session.auth.password -v - --config-dir "$4"' sh "$secret" "$cli" $iqn-a "$cfg" &
+  pids=($!)
+  timeout 30 "$cli" node -T $iqn-a --op update -n node.session.auth.password -v - \
+    --config-dir "$cfg" <"$work/secret" &
+  pids+=($!)
   for _ in $(seq 20); do
     cat /proc/[0-9]*/cmdline 2>/dev/null | tr '\0' ' ' >>"$work/argv" || true
   done
-  wait
+  wait "${pids[@]}"  # not tgtd, also a child of this shell
 done
 check "the scan of argv saw the commands run" grep -q "discover -p $portal -o new" "$work/argv"
 check "no secret in the argv of any process" test "$(grep -cF "$secret" "$work/argv")" -eq 0
