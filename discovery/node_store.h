@@ -68,6 +68,8 @@ class NodeStore {
 
   const std::string& dir() const { return dir_; }
 
+  // Blocks until no other Lock is held. Not reentrant: flock locks belong to an open file, so a
+  // second Acquire while this process holds a Lock (RecordDiscovery acquires one) waits forever.
   Result<Lock> Acquire();
 
   // Every record, sorted by name, then portal host and port.
