@@ -39,6 +39,24 @@ int Fail(const Status& status) {
   return ExitCodeFor(status);
 }
 
+int FailStore(const Status& status) {
+  std::fprintf(stderr, "iser-connect: %s\n", status.ToString().c_str());
+  switch (status.code()) {
+    case StatusCode::kInvalidArgument:
+      return exit_code::kInvalidArgument;
+    case StatusCode::kNotFound:
+      return exit_code::kNoObjectsFound;
+    default:
+      return exit_code::kNodeDatabase;
+  }
+}
+
+void AddConfigDirOption(CLI::App& cmd, std::string& config_dir) {
+  cmd.add_option("--config-dir", config_dir,
+                 "node records directory (default: /etc/iser-connect as root, else "
+                 "$XDG_CONFIG_HOME/iser-connect or ~/.config/iser-connect)");
+}
+
 void AddGlobalOptions(CLI::App& app, GlobalOptions& g) {
   app.add_option("-i,--initiator-name", g.initiator_name,
                  "initiator IQN (default: $ISER_CONNECT_INITIATOR_NAME or one derived from the "

@@ -19,6 +19,7 @@ namespace exit_code {
 inline constexpr int kOk = 0;
 inline constexpr int kGeneric = 1;
 inline constexpr int kLogin = 5;
+inline constexpr int kNodeDatabase = 6;  // ISCSI_ERR_IDBM: the node record store
 inline constexpr int kInvalidArgument = 7;
 inline constexpr int kTransportTimeout = 8;
 inline constexpr int kFatalLogin = 19;
@@ -55,5 +56,11 @@ Result<IscsiUrl> ParseUrlOrPortal(const std::string& text);
 
 // Prints "iser-connect: <message>" to stderr and returns the exit code for it.
 int Fail(const Status& status);
+// Fail for errors of the node record store (discovery/node_store.h): a bad value is 7, a record
+// not found 21, and every other error, about the store's directory or files, 6.
+int FailStore(const Status& status);
+
+// --config-dir DIR: where the node records are (discovery/node_store.h; empty: the default).
+void AddConfigDirOption(CLI::App& cmd, std::string& config_dir);
 
 }  // namespace iser::cli

@@ -1,10 +1,14 @@
-// iser-connect discover: SendTargets discovery, printed as iscsiadm prints it.
+// iser-connect discover: SendTargets discovery, printed as iscsiadm prints it; with -o, recorded
+// in the node record store as iscsiadm's discovery database operations do (discovery/node_sync.h).
+// stdout stays the discovery lines scripts parse; what the store gained or lost goes to stderr.
 #include "cli/commands.h"
 
 #include <cstdio>
+#include <optional>
 
 #include "cli/json_output.h"
 #include "discovery/discovery.h"
+#include "discovery/node_sync.h"
 
 namespace iser::cli {
 
@@ -17,22 +21,77 @@ Result<std::vector<DiscoveredTarget>> Discover(const IscsiUrl& portal_url,
   return DiscoverTargets(*so);
 }
 
+namespace {
+
+void PrintChanges(const NodeChanges& changes, const NodeStore& store) {
+  const auto print = [&](const char* what, const std::vector<NodeRecord>& records) {
+    for (const NodeRecord& r : records) {
+      std::fprintf(stderr, "iser-connect: %s record %s,%u %s (%s)\n", what,
+                   r.portal.ToString().c_str(), r.tpgt, r.name.c_str(), store.PathOf(r).c_str());
+    }
+  };
+  print("new", changes.added);
+  print("refreshed", changes.refreshed);
+  print("removed", changes.removed);
+  for (const std::string& s : changes.skipped) {
+    std::fprintf(stderr, "iser-connect: not recorded: %s\n", s.c_str());
+  }
+}
+
+// -o new|old|delete: records what the discovery found.
+void RecordTargets(const std::vector<std::string>& ops, NodeStore& store, const IscsiUrl& url,
+                   const ConnectOptions& c, const std::vector<DiscoveredTarget>& targets) {
+  DiscoveryRecordOps o;
+  for (const std::string& op : ops) {
+    o.add_new |= op == "new";
+    o.refresh_old |= op == "old";
+    o.delete_stale |= op == "delete";
+  }
+  DiscoverySource source;
+  source.portal = url.portal;
+  // As DiscoverySessionOptionsFor decides: TCP unless -I iser asked for iSER.
+  source.transport = c.transport.value_or(TransportKind::kTcp);
+  source.new_transport = c.transport.value_or(url.transport);
+  Result<NodeChanges> changes = RecordDiscovery(store, source, targets, o);
+  if (!changes.ok()) throw CLI::RuntimeError(FailStore(changes.status()));
+  PrintChanges(*changes, store);
+}
+
+}  // namespace
+
 void AddDiscoverCommand(CLI::App& app, GlobalOptions& g) {
   struct Args {
     std::string portal;
     bool json = false;
+    std::vector<std::string> ops;
+    std::string config_dir;
   };
   auto args = std::make_shared<Args>();
   CLI::App* cmd = app.add_subcommand("discover", "SendTargets discovery: list targets and portals");
   AddGlobalOptions(*cmd, g);
   cmd->add_option("-p,--portal", args->portal, "portal HOST[:PORT] or iscsi:// URL")->required();
   cmd->add_flag("--json", args->json, "print JSON");
+  cmd->add_option("-o,--op", args->ops,
+                  "record what is found (repeatable): new adds records for new targets, old "
+                  "refreshes existing ones, delete removes those this portal no longer reports; "
+                  "without -o nothing is recorded")
+      ->check(CLI::IsMember({"new", "old", "delete"}))
+      ->expected(1)
+      ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
+  AddConfigDirOption(*cmd, args->config_dir);
   cmd->callback([args, &g] {
     SetupLogging(g);
     Result<IscsiUrl> url = ParseUrlOrPortal(args->portal);
     if (!url.ok()) throw CLI::RuntimeError(Fail(url.status()));
     Result<ConnectOptions> c = MakeConnectOptions(g);
     if (!c.ok()) throw CLI::RuntimeError(Fail(c.status()));
+    // The store is opened (and created) first: a bad --config-dir fails before the network.
+    std::optional<NodeStore> store;
+    if (!args->ops.empty()) {
+      Result<NodeStore> opened = OpenNodeStore(args->config_dir, /*create=*/true);
+      if (!opened.ok()) throw CLI::RuntimeError(FailStore(opened.status()));
+      store.emplace(std::move(*opened));
+    }
     Result<std::vector<DiscoveredTarget>> targets = Discover(*url, *c);
     if (!targets.ok()) throw CLI::RuntimeError(Fail(targets.status()));
     if (args->json) {
@@ -44,6 +103,7 @@ void AddDiscoverCommand(CLI::App& app, GlobalOptions& g) {
         }
       }
     }
+    if (store) RecordTargets(args->ops, *store, *url, *c, *targets);
     if (targets->empty()) {
       throw CLI::RuntimeError(
           Fail(Status::NotFound("no targets found at " + url->portal.ToString() +

@@ -49,6 +49,7 @@ int main(int argc, char** argv) {
   iser::cli::AddLsCommand(app, g);
   iser::cli::AddBenchCommand(app, g);
   iser::cli::AddMountCommand(app, g);
+  iser::cli::AddNodeCommand(app, g);
   // Set after the subcommands, which would otherwise inherit it.
   app.footer(
       "As a mount helper (mount -t fuse.iser-connect, fstab; docs/fstab.md):\n"
