@@ -21,6 +21,7 @@ inline constexpr int kGeneric = 1;
 inline constexpr int kLogin = 5;
 inline constexpr int kInvalidArgument = 7;
 inline constexpr int kTransportTimeout = 8;
+inline constexpr int kSessionExists = 15;
 inline constexpr int kFatalLogin = 19;
 inline constexpr int kNoObjectsFound = 21;
 inline constexpr int kAuthFailed = 24;

@@ -16,6 +16,9 @@ int main(int argc, char** argv) {
   iser::cli::AddLsCommand(app, g);
   iser::cli::AddBenchCommand(app, g);
   iser::cli::AddMountCommand(app, g);
+  iser::cli::AddLoginCommand(app, g);
+  iser::cli::AddSessionCommand(app, g);
+  iser::cli::AddLogoutCommand(app, g);
   try {
     app.parse(argc, argv);
   } catch (const CLI::RuntimeError& e) {
