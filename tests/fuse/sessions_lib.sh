@@ -46,8 +46,8 @@ sessions_daemon_pid() {
 sessions_processes() {
   local p state
   for p in /proc/[0-9]*; do
-    tr '\0' '\n' <"$p/environ" 2>/dev/null | grep -qxF "ISER_CONNECT_RUNTIME_DIR=$ISER_CONNECT_RUNTIME_DIR" ||
-      continue
+    { tr '\0' '\n' <"$p/environ"; } 2>/dev/null |
+      grep -qxF "ISER_CONNECT_RUNTIME_DIR=$ISER_CONNECT_RUNTIME_DIR" || continue
     state=$(awk '{print $3}' "$p/stat" 2>/dev/null) || continue
     [ "$state" = Z ] || echo "${p#/proc/}"
   done
