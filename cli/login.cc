@@ -29,7 +29,8 @@ void AddLoginCommand(CLI::App& app, GlobalOptions& g) {
                 "serve the tree read-only; when the daemon starts");
   cmd->add_flag("--allow-other", args->tree.allow_other,
                 "let other users open the files; when the daemon starts");
-  cmd->add_option("--threads", args->tree.max_threads, "FUSE worker threads; when the daemon starts")
+  cmd->add_option("--threads", args->tree.max_threads,
+                  "FUSE worker threads; when the daemon starts")
       ->check(CLI::Range(1, 1024));
   cmd->callback([args, &g] {
     SetupLogging(g);

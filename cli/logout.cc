@@ -18,8 +18,7 @@ void AddLogoutCommand(CLI::App& app, GlobalOptions& g) {
       "drain, flush (SYNCHRONIZE CACHE) and log out of a target, removing its files; the tree "
       "goes with its last session");
   AddGlobalOptions(*cmd, g);
-  CLI::Option* target =
-      cmd->add_option("-T,--targetname", args->target, "the target's IQN");
+  CLI::Option* target = cmd->add_option("-T,--targetname", args->target, "the target's IQN");
   CLI::Option* all = cmd->add_flag("--all", args->all, "every session of every tree");
   target->excludes(all);
   cmd->callback([args, &g] {
@@ -31,7 +30,8 @@ void AddLogoutCommand(CLI::App& app, GlobalOptions& g) {
     if (!args->all) which = args->target;
     Result<std::vector<std::string>> done = fuse::LogoutOfTrees(which);
     if (!done.ok()) throw CLI::RuntimeError(Fail(done.status()));
-    for (const std::string& t : *done) std::printf("Logout of [target: %s] successful.\n", t.c_str());
+    for (const std::string& t : *done)
+      std::printf("Logout of [target: %s] successful.\n", t.c_str());
   });
 }
 

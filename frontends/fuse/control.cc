@@ -81,8 +81,8 @@ Json DigestsJson(const std::vector<DigestType>& digests) {
 
 std::vector<DigestType> DigestsOf(const Json& j) {
   std::vector<DigestType> out;
-  for (const Json& d : j) out.push_back(d.get<std::string>() == "crc32c" ? DigestType::kCrc32c
-                                                                        : DigestType::kNone);
+  for (const Json& d : j)
+    out.push_back(d.get<std::string>() == "crc32c" ? DigestType::kCrc32c : DigestType::kNone);
   return out;
 }
 

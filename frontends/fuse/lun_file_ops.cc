@@ -107,8 +107,7 @@ void FillLunFileAttr(const LunFile& f, const FileSystemConfig& config, uint64_t 
 }
 
 // Times are accepted and forgotten (tools touch files); size, mode and owner are fixed.
-void FixedSetAttr(fuse_req_t req, const struct stat& current, const struct stat* attr,
-                    int to_set) {
+void FixedSetAttr(fuse_req_t req, const struct stat& current, const struct stat* attr, int to_set) {
   if ((to_set & FUSE_SET_ATTR_SIZE) && attr->st_size != current.st_size) {
     Log(LogLevel::kWarning, "refusing to resize a LUN file: its size is the LUN's (EPERM)");
     return (void)fuse_reply_err(req, EPERM);

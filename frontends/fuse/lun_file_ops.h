@@ -41,8 +41,7 @@ void FillLunFileAttr(const LunFile& f, const FileSystemConfig& config, uint64_t 
                      const timespec& created, struct stat* st);
 
 // setattr on a file or directory whose attributes are fixed (current): times are accepted.
-void FixedSetAttr(fuse_req_t req, const struct stat& current, const struct stat* attr,
-                    int to_set);
+void FixedSetAttr(fuse_req_t req, const struct stat& current, const struct stat* attr, int to_set);
 void LunFileOpen(fuse_req_t req, const LunFile& f, const FileSystemConfig& config,
                  fuse_file_info* fi);
 void LunFileRead(fuse_req_t req, const LunFile& f, size_t size, off_t off);

@@ -59,8 +59,8 @@ Status Serve(const MountOptions& o, const std::string& mountpoint, ReadyReporter
   config.gid = getgid();
   BlockFileSystem fs(std::move(files.value()), config);
 
-  std::vector<std::string> arg_strings = FuseArgs(
-      {FsName(o.url), o.allow_other, o.auto_unmount, read_only, o.fuse_debug});
+  std::vector<std::string> arg_strings =
+      FuseArgs({FsName(o.url), o.allow_other, o.auto_unmount, read_only, o.fuse_debug});
   std::vector<char*> argv;
   for (std::string& s : arg_strings) argv.push_back(s.data());
   fuse_args args = FUSE_ARGS_INIT(static_cast<int>(argv.size()), argv.data());

@@ -48,9 +48,9 @@ std::vector<std::string> FuseArgs(const FuseArgsSpec& spec) {
   for (char& c : fsname) {
     if (c == ',' || c == '\\') c = '_';
   }
-  std::string mount_opts = "fsname=" + fsname +
-                           ",subtype=iser-connect,default_permissions,max_read=" +
-                           std::to_string(kMaxFuseIo);
+  std::string mount_opts =
+      "fsname=" + fsname +
+      ",subtype=iser-connect,default_permissions,max_read=" + std::to_string(kMaxFuseIo);
   if (spec.allow_other) mount_opts += ",allow_other";
   if (spec.auto_unmount) mount_opts += ",auto_unmount";
   if (spec.read_only) mount_opts += ",ro";

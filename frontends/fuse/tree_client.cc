@@ -115,8 +115,7 @@ void ForEachLiveTree(Fn&& fn) {
 
 }  // namespace
 
-Result<TreeLogin> LoginToTree(IscsiUrl url, ConnectOptions options,
-                              const TreeLoginOptions& tree) {
+Result<TreeLogin> LoginToTree(IscsiUrl url, ConnectOptions options, const TreeLoginOptions& tree) {
   if (url.target.empty()) {
     return Status::InvalidArgument("the URL names no target: iscsi://HOST[:PORT]/TARGET[/LUN]");
   }
@@ -145,8 +144,8 @@ Result<TreeLogin> LoginToTree(IscsiUrl url, ConnectOptions options,
   Result<int> fd = ConnectControl(paths.socket);
   if (fd.ok()) {
     st = SendMessage(*fd, LoginRequest(url, options));
-    Result<Json> reply = st.ok() ? ReceiveMessage(*fd, LoginReplyTimeout(options))
-                                 : Result<Json>(st);
+    Result<Json> reply =
+        st.ok() ? ReceiveMessage(*fd, LoginReplyTimeout(options)) : Result<Json>(st);
     close(*fd);
     st = reply.ok() ? StatusOfReply(*reply) : reply.status();
     if (st.ok()) result.exists = reply->value("exists", false);

@@ -36,8 +36,7 @@ struct TreeLogin {
 // OpenSession(url, options) does; the daemon's failure comes back as its Status. The secrets
 // travel over the control socket only. Starting a daemon forks: call from a single-threaded
 // process; the child never returns.
-Result<TreeLogin> LoginToTree(IscsiUrl url, ConnectOptions options,
-                              const TreeLoginOptions& tree);
+Result<TreeLogin> LoginToTree(IscsiUrl url, ConnectOptions options, const TreeLoginOptions& tree);
 
 // Logs out of the target (nullopt: of every target) in every tree holding it, and returns the
 // targets logged out; NotFound when no tree holds it (or no tree runs). Waits for a tree process

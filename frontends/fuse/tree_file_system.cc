@@ -57,8 +57,7 @@ void ForgetEntry(fuse_session* se, uint64_t parent, uint64_t child, const std::s
   if (rc == 0 || rc == -ENOENT) return;
   rc = fuse_lowlevel_notify_inval_entry(se, parent, name.c_str(), name.size());
   if (rc != 0 && rc != -ENOENT) {
-    Log(LogLevel::kWarning, "the kernel kept its cached entry " + name + ": " +
-                                std::strerror(-rc));
+    Log(LogLevel::kWarning, "the kernel kept its cached entry " + name + ": " + std::strerror(-rc));
   }
 }
 
@@ -325,7 +324,8 @@ struct TreeOpsImpl {
     std::vector<DirEntry> entries = {{".", ino, S_IFDIR}, {"..", kRootIno, S_IFDIR}};
     if (ino == kRootIno) {
       MutexLock lock(&fs->mu_);
-      for (const auto& [name, node] : fs->by_name_) entries.push_back({name, node->dir_ino, S_IFDIR});
+      for (const auto& [name, node] : fs->by_name_)
+        entries.push_back({name, node->dir_ino, S_IFDIR});
     } else {
       TreeFileSystem::InodeRef dir = fs->Resolve(ino);
       if (!dir.node) return (void)fuse_reply_err(req, ENOENT);

@@ -129,8 +129,8 @@ TreeServer::ScanResult TreeServer::Rescan() {
   if (!o_.portal) return r;
   Result<std::vector<DiscoveredTarget>> found = DiscoverPortal();
   if (!found.ok()) {
-    Log(LogLevel::kError, "rescan of " + o_.portal->url.portal.ToString() + ": " +
-                              found.status().ToString());
+    Log(LogLevel::kError,
+        "rescan of " + o_.portal->url.portal.ToString() + ": " + found.status().ToString());
     r.status = found.status();
     return r;
   }
@@ -282,8 +282,8 @@ void TreeServer::ControlMain() {
       char c = 0;
       if (read(wake_[0], &c, 1) == 1 && c == 'q') return;
       const Json scan = Rescan().ToJson();
-      Log(LogLevel::kInfo, "rescan: added " + scan["added"].dump() + ", removed " +
-                               scan["removed"].dump());
+      Log(LogLevel::kInfo,
+          "rescan: added " + scan["added"].dump() + ", removed " + scan["removed"].dump());
     }
     if (fds[1].revents) {
       const int fd = accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC);

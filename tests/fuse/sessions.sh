@@ -2,7 +2,8 @@
 # iser-connect login, session and logout with two targets over TCP: both trees of files appear
 # and carry verified data; `session` (text and --json) lists both with their files and counters;
 # a second login to one is "session exists" (15); `logout -T` removes only that target (a file
-# still open on it then fails with ENODEV); `logout --all` unmounts and leaves nothing behind.
+# still open on it then fails with ENODEV) and a new login to it serves its files at the same paths;
+# `logout --all` unmounts and leaves nothing behind.
 set -euo pipefail
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/sessions_lib.sh"
@@ -86,6 +87,12 @@ tgtadm --lld iscsi --op show --mode target | awk '/^Target 1:/{t=1} /^Target 2:/
   grep -q "I_T nexus: [0-9]" && fail "target 1 still has a session"
 expect_exit 21 "no session with target iqn.2026-11.test:nope" "$ISER_CONNECT" logout -T iqn.2026-11.test:nope
 echo "logout -T: ok"
+
+# Logged in again, the same path leads to the new session's file: the kernel dropped the entries
+# it had cached for the old one (they would now lead to the old, gone inode: ENODEV).
+ic login "$(sessions_url 1)" || fail "second login to $T1"
+cmp -n $((24 << 20)) "$FUSE_DIR/img1" "$ROOT/$T1/lun1" || fail "$T1/lun1 after logging in again"
+echo "login after logout: ok"
 
 ic logout --all || fail "logout --all"
 sessions_assert_gone
