@@ -1,10 +1,8 @@
 #include "frontends/fuse/block_file_system.h"
 
-#include <fcntl.h>
 #include <fuse_lowlevel.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
-#include <unistd.h>
 
 #include <cerrno>
 #include <cstring>

@@ -1,6 +1,5 @@
 #include "frontends/fuse/control.h"
 
-#include <fcntl.h>
 #include <poll.h>
 #include <sys/socket.h>
 #include <sys/stat.h>

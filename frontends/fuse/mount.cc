@@ -1,15 +1,11 @@
 #include "frontends/fuse/mount.h"
 
-#include <dirent.h>
 #include <fuse_lowlevel.h>
-#include <signal.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <climits>
 #include <cstdio>
-#include <cstdlib>
 #include <cstring>
 #include <memory>
 #include <string>

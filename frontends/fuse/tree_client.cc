@@ -61,13 +61,19 @@ void LazyUnmount(const std::string& root) {
   }
 }
 
-// Nobody listens on the tree's socket: whatever its last process left goes.
-void CleanStale(const TreePaths& paths) {
+// Nobody listens on the tree's socket: whatever its last process left goes. A process that still
+// runs is ending (it closed its socket and waits for the lock this command holds): its mount is
+// not ours to remove.
+Status CleanStale(const TreePaths& paths) {
   Result<TreeState> state = ReadTreeState(paths.state_file);
+  if (state.ok() && TreeProcessAlive(state->pid)) {
+    return Status::Aborted("the process serving " + paths.root + " (pid " +
+                           std::to_string(state->pid) + ") is ending; try again");
+  }
   struct stat st;
   const bool socket_left = lstat(paths.socket.c_str(), &st) == 0;
   const bool mounted = IsMounted(paths.root);
-  if (!state.ok() && !socket_left && !mounted) return;
+  if (!state.ok() && !socket_left && !mounted) return Status::OK();
   Log(LogLevel::kWarning,
       "cleaning up after a tree process that is gone" +
           (state.ok() ? " (pid " + std::to_string(state->pid) + ")" : std::string()) + ": " +
@@ -75,6 +81,7 @@ void CleanStale(const TreePaths& paths) {
   if (mounted) LazyUnmount(paths.root);
   unlink(paths.socket.c_str());
   unlink(paths.state_file.c_str());
+  return Status::OK();
 }
 
 // Starts the daemon for the tree, logging in to spec first. Returns in the parent only.
@@ -150,8 +157,8 @@ Result<TreeLogin> LoginToTree(IscsiUrl url, ConnectOptions options, const TreeLo
     st = reply.ok() ? StatusOfReply(*reply) : reply.status();
     if (st.ok()) result.exists = reply->value("exists", false);
   } else {
-    CleanStale(paths);
-    st = StartDaemon(paths, LoginSpec{url, options}, tree, lock);
+    st = CleanStale(paths);
+    if (st.ok()) st = StartDaemon(paths, LoginSpec{url, options}, tree, lock);
     if (!st.ok() && created) rmdir(paths.root.c_str());
   }
   if (lock >= 0) close(lock);

@@ -147,6 +147,22 @@ Result<TreeState> ReadTreeState(const std::string& state_file) {
   return state;
 }
 
+bool TreeProcessAlive(int pid) {
+  std::ifstream stat_file("/proc/" + std::to_string(pid) + "/stat");
+  std::string line;
+  if (!std::getline(stat_file, line)) return false;
+  // "pid (comm) state ...": comm may hold spaces and parentheses, the state follows the last ')'.
+  const size_t close = line.rfind(')');
+  if (close == std::string::npos || close + 2 >= line.size() || line[close + 2] == 'Z')
+    return false;
+  std::ifstream theirs("/proc/" + std::to_string(pid) + "/comm");
+  std::ifstream ours("/proc/self/comm");
+  std::string their_comm, our_comm;
+  std::getline(theirs, their_comm);
+  std::getline(ours, our_comm);
+  return their_comm == our_comm;
+}
+
 bool IsMounted(const std::string& root) {
   std::ifstream in("/proc/self/mountinfo");
   std::string line;

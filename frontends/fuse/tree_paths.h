@@ -49,6 +49,10 @@ struct TreeState {
 Status WriteTreeState(const TreePaths& paths, const TreeState& state);
 Result<TreeState> ReadTreeState(const std::string& state_file);
 
+// The process of a state file still runs: it exists, is not a zombie, and is an iser-connect
+// (a pid the system reused for another program is not).
+bool TreeProcessAlive(int pid);
+
 // root is a mount point now (in /proc/self/mountinfo).
 bool IsMounted(const std::string& root);
 

@@ -4,7 +4,6 @@
 #include <poll.h>
 #include <pthread.h>
 #include <signal.h>
-#include <sys/file.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
