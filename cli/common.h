@@ -22,6 +22,7 @@ inline constexpr int kLogin = 5;
 inline constexpr int kNodeDatabase = 6;  // ISCSI_ERR_IDBM: the node record store
 inline constexpr int kInvalidArgument = 7;
 inline constexpr int kTransportTimeout = 8;
+inline constexpr int kSessionExists = 15;
 inline constexpr int kFatalLogin = 19;
 inline constexpr int kNoObjectsFound = 21;
 inline constexpr int kAuthFailed = 24;

@@ -61,4 +61,20 @@ Json ListingJson(const std::vector<TargetListing>& listing) {
   return out;
 }
 
+Json SessionsJson(const std::vector<Json>& tree_statuses) {
+  Json out = Json::array();
+  for (const Json& tree : tree_statuses) {
+    for (Json session : tree.value("sessions", Json::array())) {
+      Json parameters = session["parameters"];
+      session.erase("parameters");
+      session["parameters"] = std::move(parameters);
+      session["root"] = tree.value("root", std::string());
+      session["pid"] = tree.value("pid", 0);
+      if (tree.contains("portal")) session["portal_mount"] = tree["portal"];
+      out.push_back(std::move(session));
+    }
+  }
+  return out;
+}
+
 }  // namespace iser::cli

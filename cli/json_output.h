@@ -30,4 +30,13 @@ Json DiscoveryJson(const std::vector<DiscoveredTarget>& targets);
 // "read_only", "rotational"}]}]
 Json ListingJson(const std::vector<TargetListing>& listing);
 
+// session --json, from the status replies of the tree processes (frontends/fuse/control.h):
+// [{"target", "portal" (HOST:PORT, where it logged in), "connection" (where it is now, with its
+// transport: "TCP 10.0.0.1:3260"), "transport" ("tcp" or "iser"), "state" ("logged in",
+// "recovering", "failed"), "recoveries", "replayed_tasks", "retried_commands", "commands",
+// "bytes_read", "bytes_written", "files": [absolute paths], "parameters": {negotiated key: value,
+// as RFC 7143 names them; numbers as numbers, "Yes"/"No", digests "None"/"CRC32C"}, "root": the
+// tree, "pid": its process, and "portal_mount": the portal for a whole-portal mount's sessions}]
+Json SessionsJson(const std::vector<Json>& tree_statuses);
+
 }  // namespace iser::cli

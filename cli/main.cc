@@ -49,6 +49,9 @@ int main(int argc, char** argv) {
   iser::cli::AddLsCommand(app, g);
   iser::cli::AddBenchCommand(app, g);
   iser::cli::AddMountCommand(app, g);
+  iser::cli::AddLoginCommand(app, g);
+  iser::cli::AddSessionCommand(app, g);
+  iser::cli::AddLogoutCommand(app, g);
   iser::cli::AddNodeCommand(app, g);
   // Set after the subcommands, which would otherwise inherit it.
   app.footer(

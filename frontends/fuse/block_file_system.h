@@ -24,22 +24,10 @@
 #include <ctime>
 #include <vector>
 
+#include "frontends/fuse/lun_file_ops.h"
 #include "frontends/fuse/lun_files.h"
 
-struct fuse_lowlevel_ops;
-
 namespace iser::fuse {
-
-struct FileSystemConfig {
-  bool page_cache = false;
-  bool read_only = false;
-  uid_t uid = 0;  // owner of the root and the files
-  gid_t gid = 0;
-};
-
-// The most bytes one FUSE read or write carries: libfuse 3.14 and Linux cap a request at 256
-// pages.
-inline constexpr uint32_t kMaxFuseIo = 1u << 20;
 
 class BlockFileSystem {
  public:
@@ -55,7 +43,6 @@ class BlockFileSystem {
   // Inode numbers: 1 is the root, file i is i + 2.
   const LunFile* FileFor(uint64_t ino) const;
   void FillAttr(uint64_t ino, struct stat* st) const;
-  bool Writable(const LunFile& f) const;
 
   std::vector<LunFile> files_;
   FileSystemConfig config_;

@@ -1,15 +1,11 @@
 #include "frontends/fuse/mount.h"
 
-#include <dirent.h>
 #include <fuse_lowlevel.h>
-#include <signal.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <climits>
 #include <cstdio>
-#include <cstdlib>
 #include <cstring>
 #include <memory>
 #include <string>
@@ -18,6 +14,9 @@
 #include "frontends/fuse/block_file_system.h"
 #include "frontends/fuse/detach.h"
 #include "frontends/fuse/lun_files.h"
+#include "frontends/fuse/serving.h"
+#include "frontends/fuse/tree_paths.h"
+#include "frontends/fuse/tree_server.h"
 #include "frontends/fuse/unmount_guard.h"
 #include "initiator/base/log.h"
 
@@ -25,119 +24,11 @@ namespace iser::fuse {
 
 namespace {
 
-// The mount point as an absolute path (the daemon changes to "/"), checked to be an existing
-// empty directory: FUSE would otherwise hide whatever is there.
-Result<std::string> CheckMountPoint(const std::string& path) {
-  struct stat st;
-  if (stat(path.c_str(), &st) != 0) {
-    if (errno == ENOENT) return Status::NotFound("mount point " + path + " does not exist");
-    return Status::InvalidArgument("mount point " + path + ": " + std::strerror(errno));
-  }
-  if (!S_ISDIR(st.st_mode)) {
-    return Status::InvalidArgument("mount point " + path + " is not a directory");
-  }
-  DIR* dir = opendir(path.c_str());
-  if (!dir) return Status::InvalidArgument("mount point " + path + ": " + std::strerror(errno));
-  bool empty = true;
-  while (dirent* e = readdir(dir)) {
-    if (std::strcmp(e->d_name, ".") != 0 && std::strcmp(e->d_name, "..") != 0) {
-      empty = false;
-      break;
-    }
-  }
-  closedir(dir);
-  if (!empty) return Status::InvalidArgument("mount point " + path + " is not empty");
-  char resolved[PATH_MAX];
-  if (!realpath(path.c_str(), resolved)) {
-    return Status::InvalidArgument("mount point " + path + ": " + std::strerror(errno));
-  }
-  return std::string(resolved);
-}
-
-// Shown in /proc/mounts and df; commas would split the mount options.
+// Shown in /proc/mounts and df.
 std::string FsName(const IscsiUrl& url) {
   std::string name = "iser-connect:" + url.portal.ToString() + "/" + url.target;
   if (url.lun) name.append("/").append(std::to_string(*url.lun));
-  for (char& c : name) {
-    if (c == ',' || c == '\\') c = '_';
-  }
   return name;
-}
-
-std::vector<std::string> FuseArgs(const MountOptions& o, bool read_only) {
-  std::string mount_opts =
-      "fsname=" + FsName(o.url) +
-      ",subtype=iser-connect,default_permissions,max_read=" + std::to_string(kMaxFuseIo);
-  if (o.allow_other) mount_opts += ",allow_other";
-  if (o.auto_unmount) mount_opts += ",auto_unmount";
-  if (read_only) mount_opts += ",ro";
-  std::vector<std::string> args = {"iser-connect", "-o", mount_opts};
-  if (o.fuse_debug) args.push_back("-d");
-  return args;
-}
-
-Status WritePidFile(const std::string& path) {
-  FILE* f = std::fopen(path.c_str(), "w");
-  if (!f) return Status::InvalidArgument("pid file " + path + ": " + std::strerror(errno));
-  std::fprintf(f, "%d\n", static_cast<int>(getpid()));
-  if (std::fclose(f) != 0) {
-    return Status::IoError("pid file " + path + ": " + std::strerror(errno));
-  }
-  return Status::OK();
-}
-
-// Blocks the shutdown signals in this thread and every thread it starts from now on (the
-// session's I/O thread), so that they reach the thread running the FUSE loop, whose wait they
-// must interrupt.
-class ShutdownSignalsBlocked {
- public:
-  ShutdownSignalsBlocked() {
-    sigset_t set;
-    sigemptyset(&set);
-    for (int sig : {SIGINT, SIGTERM, SIGHUP}) sigaddset(&set, sig);
-    pthread_sigmask(SIG_BLOCK, &set, &old_);
-  }
-  ~ShutdownSignalsBlocked() { Unblock(); }
-  void Unblock() {
-    if (blocked_) pthread_sigmask(SIG_SETMASK, &old_, nullptr);
-    blocked_ = false;
-  }
-
- private:
-  sigset_t old_;
-  bool blocked_ = true;
-};
-
-// Once the FUSE loop has ended, a second SIGTERM (timeout(1) and process-group kills send one to
-// the whole group, systemd may repeat it) must not kill the process before the SYNCHRONIZE CACHE
-// and the logout: the shutdown signals are ignored from then on. libfuse's
-// fuse_remove_signal_handlers restores a signal only while its own handler is installed, so it
-// leaves these alone.
-void IgnoreShutdownSignals() {
-  struct sigaction ignore {};
-  ignore.sa_handler = SIG_IGN;
-  sigemptyset(&ignore.sa_mask);
-  for (int sig : {SIGINT, SIGTERM, SIGHUP}) sigaction(sig, &ignore, nullptr);
-}
-
-// Drains nothing itself: by the time it runs, the FUSE loop has joined its workers, so every
-// request has completed. Makes the data durable, then logs out.
-Status FlushAndLogOut(Session& session, std::vector<LunFile>& files, bool read_only) {
-  Status first;
-  for (LunFile& f : files) {
-    if (read_only || f.device->info().read_only) continue;
-    Status st = f.device->Flush();
-    if (!st.ok()) {
-      Log(LogLevel::kError, "flush of " + f.name + " at unmount: " + st.ToString());
-      if (first.ok()) first = st;
-    }
-  }
-  Status st = session.Close();
-  if (!st.ok()) {
-    Log(LogLevel::kError, "logout at unmount: " + st.ToString());
-    if (first.ok()) first = st;
-  }
-  return first;
 }
 
 // Connects, mounts, serves until unmounted or signalled, shuts down. ready: the detached
@@ -164,7 +55,8 @@ Status Serve(const MountOptions& o, const std::string& mountpoint, ReadyReporter
   config.gid = getgid();
   BlockFileSystem fs(std::move(files.value()), config);
 
-  std::vector<std::string> arg_strings = FuseArgs(o, read_only);
+  std::vector<std::string> arg_strings =
+      FuseArgs({FsName(o.url), o.allow_other, o.auto_unmount, read_only, o.fuse_debug});
   std::vector<char*> argv;
   for (std::string& s : arg_strings) argv.push_back(s.data());
   fuse_args args = FUSE_ARGS_INIT(static_cast<int>(argv.size()), argv.data());
@@ -189,16 +81,7 @@ Status Serve(const MountOptions& o, const std::string& mountpoint, ReadyReporter
   if (result.ok()) {
     Log(LogLevel::kInfo, "mounted " + o.url.Redacted() + " on " + mountpoint);
     if (ready) ready->Ready();
-    fuse_loop_config* loop = fuse_loop_cfg_create();
-    fuse_loop_cfg_set_max_threads(loop, o.max_threads);
-    // Idle workers stay: at queue depth 32 threads would otherwise be created and destroyed
-    // all the time.
-    fuse_loop_cfg_set_idle_threads(loop, o.max_threads);
-    // One /dev/fuse descriptor per worker: replies do not contend on a single file.
-    fuse_loop_cfg_set_clone_fd(loop, 1);
-    const int rc = fuse_session_loop_mt(se, loop);
-    fuse_loop_cfg_destroy(loop);
-    if (rc < 0) result = Status::IoError(std::string("FUSE loop: ") + std::strerror(-rc));
+    result = RunFuseLoop(se, o.max_threads);
   }
   IgnoreShutdownSignals();
   fuse_remove_signal_handlers(se);
@@ -211,13 +94,34 @@ Status Serve(const MountOptions& o, const std::string& mountpoint, ReadyReporter
   return result;
 }
 
+// A URL without a target: every target of the portal, in a tree that rescans (tree_server.h).
+Status ServePortal(const MountOptions& o, const std::string& mountpoint, ReadyReporter* ready) {
+  TreeServerOptions so;
+  so.paths = PathsForRoot(mountpoint);
+  so.fs.page_cache = o.page_cache;
+  so.fs.read_only = o.read_only;
+  so.fs.uid = getuid();
+  so.fs.gid = getgid();
+  so.fuse = {"iser-connect:" + o.url.portal.ToString(), o.allow_other, o.auto_unmount, o.read_only,
+             o.fuse_debug};
+  so.max_threads = o.max_threads;
+  so.pidfile = o.pidfile;
+  so.portal = LoginSpec{o.url, o.connect};
+  return ServeTree(so, {}, ready);
+}
+
+Status ServeAny(const MountOptions& o, const std::string& mountpoint, ReadyReporter* ready) {
+  if (o.url.target.empty()) return ServePortal(o, mountpoint, ready);
+  return Serve(o, mountpoint, ready);
+}
+
 }  // namespace
 
 Status RunMount(const MountOptions& options) {
   Result<std::string> mountpoint = CheckMountPoint(options.mountpoint);
   if (!mountpoint.ok()) return mountpoint.status();
-  if (options.url.target.empty()) {
-    return Status::InvalidArgument("the URL names no target: iscsi://HOST[:PORT]/TARGET[/LUN]");
+  if (options.url.target.empty() && options.url.lun) {
+    return Status::InvalidArgument("the URL names a LUN but no target");
   }
   MountOptions o = options;
   // The daemon works from "/" and removes the pid file at exit.
@@ -228,11 +132,11 @@ Status RunMount(const MountOptions& options) {
     }
     o.pidfile = std::string(cwd) + "/" + o.pidfile;
   }
-  if (o.foreground) return Serve(o, *mountpoint, nullptr);
+  if (o.foreground) return ServeAny(o, *mountpoint, nullptr);
   Status parent_result;
   std::unique_ptr<ReadyReporter> reporter = ForkDetached(&parent_result);
   if (!reporter) return parent_result;
-  const Status st = Serve(o, *mountpoint, reporter.get());
+  const Status st = ServeAny(o, *mountpoint, reporter.get());
   if (!reporter->reported()) reporter->Fail(st);
   // The child never returns to the caller: its exit is the end of the mount.
   std::fflush(nullptr);

@@ -6,6 +6,11 @@
 // is named "lun<N>" after its LUN number and has the LUN's exact size; see block_file_system.h
 // for the file semantics.
 //
+// A URL without a target (iscsi://PORTAL) mounts every target a SendTargets discovery at the
+// portal reports, as MOUNTPOINT/<target-iqn>/lun<N>, served by the tree of the session daemon
+// (tree_server.h): SIGHUP or `iser-connect session --rescan` discovers again, logging in to the
+// targets the portal added and out of those it dropped; `session` lists its sessions.
+//
 // Life cycle: the mount point must be an existing, empty directory. Unless foreground is set,
 // RunMount detaches: it forks before anything else runs (the session's I/O thread must live in
 // the process that serves the mount), the child connects, mounts, writes the pid file and only

@@ -1,0 +1,56 @@
+// The control protocol between iser-connect commands and the processes serving trees (the
+// session daemon, whole-portal mounts): one request and one reply per connection on the tree's
+// Unix stream socket (tree_paths.h), each a JSON document preceded by its length (4 bytes, host
+// order; at most 1 MiB). The socket is mode 0600 in a 0700 directory, and the server also checks
+// the peer's uid (SO_PEERCRED): a login request carries the CHAP secrets, which therefore never
+// appear in an argv or a file. Neither side logs a request.
+//
+// Requests ("op" and its arguments) and replies ("code": a StatusCode number, "message", and
+// per op):
+//   login   {"url": {...}, "options": {...}} (LoginRequest)   → "exists": true if already in
+//   logout  {"target": IQN} or {"all": true}                   → "targets": the ones logged out
+//   status  {}                                                  → "root", "pid", "sessions"
+//   rescan  {}                                                  → "added", "removed", "failed"
+// A server ending because of the request (its last session logged out) replies only once its
+// tree is unmounted and its state removed, and the connection then ends at its exit.
+#pragma once
+
+#include <nlohmann/json.hpp>
+
+#include <chrono>
+#include <string>
+
+#include "discovery/connect.h"
+#include "discovery/url.h"
+#include "frontends/fuse/tree_paths.h"
+#include "initiator/base/status.h"
+
+namespace iser::fuse {
+
+using Json = nlohmann::ordered_json;
+
+// Connects to a tree's socket: ConnectionFailed "not running" when nobody listens there (no
+// socket, or a stale one: ECONNREFUSED).
+Result<int> ConnectControl(const std::string& socket);
+Status SendMessage(int fd, const Json& message);
+// Waits at most timeout for a whole message; Aborted if the peer closed first.
+Result<Json> ReceiveMessage(int fd, std::chrono::milliseconds timeout);
+// Connect, send, receive, close.
+Result<Json> CallControl(const std::string& socket, const Json& request,
+                         std::chrono::milliseconds timeout);
+
+// A reply's "code" and "message".
+Json ReplyFor(const Status& status);
+Status StatusOfReply(const Json& reply);
+
+// The login request, secrets included; the URL's credentials should be resolved already
+// (ResolveCredentials), since the server's environment is not the caller's.
+Json LoginRequest(const IscsiUrl& url, const ConnectOptions& options);
+Status ParseLoginRequest(const Json& request, IscsiUrl* url, ConnectOptions* options);
+
+// Binds and listens on paths.socket (mode 0600), replacing a stale socket file.
+Result<int> ListenControl(const TreePaths& paths);
+// The connected peer runs as this process's user.
+bool PeerIsThisUser(int fd);
+
+}  // namespace iser::fuse

@@ -1,0 +1,55 @@
+// The FUSE operations on one LUN file, shared by the flat mount (BlockFileSystem) and the tree
+// (TreeFileSystem): each function serves one request on a LunFile and replies to it. The file
+// semantics are those block_file_system.h describes; the caller finds the file for the inode and
+// replies itself when there is none.
+#pragma once
+
+#include <fuse_lowlevel.h>
+#include <sys/stat.h>
+
+#include <cstdint>
+#include <ctime>
+
+#include "frontends/fuse/lun_files.h"
+#include "initiator/base/status.h"
+
+namespace iser::fuse {
+
+struct FileSystemConfig {
+  bool page_cache = false;
+  bool read_only = false;
+  uid_t uid = 0;  // owner of the directories and the files
+  gid_t gid = 0;
+};
+
+// The most bytes one FUSE read or write carries: libfuse 3.14 and Linux cap a request at 256
+// pages.
+inline constexpr uint32_t kMaxFuseIo = 1u << 20;
+
+// Sizes and names never change while the file exists, so the kernel may cache them for long.
+inline constexpr double kAttrTimeout = 86400;
+
+// The init operation: request sizes, queue depth and capabilities for LUN files.
+void InitConnection(const FileSystemConfig& config, fuse_conn_info* conn);
+
+// Replies with the Status' errno (0 when ok), logging a failure.
+void ReplyStatus(fuse_req_t req, const Status& st);
+
+bool LunFileWritable(const LunFile& f, const FileSystemConfig& config);
+// Attributes of the file; created: the time shown as its atime, mtime and ctime.
+void FillLunFileAttr(const LunFile& f, const FileSystemConfig& config, uint64_t ino,
+                     const timespec& created, struct stat* st);
+
+// setattr on a file or directory whose attributes are fixed (current): times are accepted.
+void FixedSetAttr(fuse_req_t req, const struct stat& current, const struct stat* attr, int to_set);
+void LunFileOpen(fuse_req_t req, const LunFile& f, const FileSystemConfig& config,
+                 fuse_file_info* fi);
+void LunFileRead(fuse_req_t req, const LunFile& f, size_t size, off_t off);
+void LunFileWrite(fuse_req_t req, const LunFile& f, const FileSystemConfig& config, const char* buf,
+                  size_t size, off_t off, fuse_file_info* fi);
+void LunFileFsync(fuse_req_t req, const LunFile& f);
+void LunFileFallocate(fuse_req_t req, const LunFile& f, const FileSystemConfig& config, int mode,
+                      off_t off, off_t len);
+void LunFileLseek(fuse_req_t req, const LunFile& f, off_t off, int whence);
+
+}  // namespace iser::fuse

@@ -1,0 +1,219 @@
+#include "frontends/fuse/tree_client.h"
+
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <climits>
+#include <cstdio>
+#include <cstring>
+
+#include "frontends/fuse/detach.h"
+#include "frontends/fuse/tree_paths.h"
+#include "frontends/fuse/tree_server.h"
+#include "initiator/base/log.h"
+
+namespace iser::fuse {
+
+namespace {
+
+using std::chrono::milliseconds;
+using std::chrono::seconds;
+
+constexpr milliseconds kStatusTimeout = seconds(10);
+// Each target is flushed and logged out, each bounded by the session's own timeouts.
+constexpr milliseconds kLogoutTimeout = seconds(300);
+constexpr milliseconds kRescanTimeout = seconds(300);
+// A tree process ending after its last logout only has its exit left to do.
+constexpr milliseconds kExitTimeout = seconds(30);
+
+// A login may try each portal, then probes the LUNs and asks SendTargets for more portals.
+milliseconds LoginReplyTimeout(const ConnectOptions& o) {
+  return 4 * o.login_timeout + seconds(60);
+}
+
+// An absolute path without trailing slashes, made without touching the file system: a dead FUSE
+// mount answers every stat with ENOTCONN.
+Result<std::string> AbsolutePath(std::string path) {
+  if (path.empty()) return Status::InvalidArgument("empty mount point");
+  if (path[0] != '/') {
+    char cwd[PATH_MAX];
+    if (!getcwd(cwd, sizeof(cwd))) {
+      return Status::InvalidArgument(std::string("current directory: ") + std::strerror(errno));
+    }
+    path = std::string(cwd) + "/" + path;
+  }
+  while (path.size() > 1 && path.back() == '/') path.pop_back();
+  return path;
+}
+
+void LazyUnmount(const std::string& root) {
+  const pid_t pid = fork();
+  if (pid == 0) {
+    execlp("fusermount3", "fusermount3", "-u", "-z", "--", root.c_str(), nullptr);
+    _exit(127);
+  }
+  int wstatus = 0;
+  if (pid > 0) waitpid(pid, &wstatus, 0);
+  if (pid < 0 || !WIFEXITED(wstatus) || WEXITSTATUS(wstatus) != 0) {
+    Log(LogLevel::kWarning, "fusermount3 -u -z " + root + " failed");
+  }
+}
+
+// Nobody listens on the tree's socket: whatever its last process left goes. A process that still
+// runs is ending (it closed its socket and waits for the lock this command holds): its mount is
+// not ours to remove.
+Status CleanStale(const TreePaths& paths) {
+  Result<TreeState> state = ReadTreeState(paths.state_file);
+  if (state.ok() && TreeProcessAlive(state->pid)) {
+    return Status::Aborted("the process serving " + paths.root + " (pid " +
+                           std::to_string(state->pid) + ") is ending; try again");
+  }
+  struct stat st;
+  const bool socket_left = lstat(paths.socket.c_str(), &st) == 0;
+  const bool mounted = IsMounted(paths.root);
+  if (!state.ok() && !socket_left && !mounted) return Status::OK();
+  Log(LogLevel::kWarning,
+      "cleaning up after a tree process that is gone" +
+          (state.ok() ? " (pid " + std::to_string(state->pid) + ")" : std::string()) + ": " +
+          paths.root + (mounted ? ", unmounting it" : ""));
+  if (mounted) LazyUnmount(paths.root);
+  unlink(paths.socket.c_str());
+  unlink(paths.state_file.c_str());
+  return Status::OK();
+}
+
+// Starts the daemon for the tree, logging in to spec first. Returns in the parent only.
+Status StartDaemon(const TreePaths& paths, const LoginSpec& spec, const TreeLoginOptions& tree,
+                   int lock) {
+  Result<std::string> checked = CheckMountPoint(paths.root);
+  if (!checked.ok()) return checked.status();
+  TreeServerOptions so;
+  so.paths = paths;
+  so.fs.page_cache = tree.page_cache;
+  so.fs.read_only = tree.read_only;
+  so.fs.uid = getuid();
+  so.fs.gid = getgid();
+  so.fuse.fsname = "iser-connect:sessions";
+  so.fuse.allow_other = tree.allow_other;
+  so.fuse.read_only = tree.read_only;
+  so.max_threads = tree.max_threads;
+  Status parent_result;
+  std::unique_ptr<ReadyReporter> reporter = ForkDetached(&parent_result);
+  if (!reporter) return parent_result;
+  // The child's copy of the lock: the parent holds the lock until this process is ready.
+  if (lock >= 0) close(lock);
+  const Status st = ServeTree(so, {spec}, reporter.get());
+  if (!reporter->reported()) reporter->Fail(st);
+  std::fflush(nullptr);
+  _exit(st.ok() ? 0 : 1);
+}
+
+template <typename Fn>
+void ForEachLiveTree(Fn&& fn) {
+  for (const std::string& socket : ListTreeSockets(StateDir())) {
+    Result<int> fd = ConnectControl(socket);
+    if (!fd.ok()) continue;  // stale: the next login to that tree cleans it up
+    fn(*fd);
+    close(*fd);
+  }
+}
+
+}  // namespace
+
+Result<TreeLogin> LoginToTree(IscsiUrl url, ConnectOptions options, const TreeLoginOptions& tree) {
+  if (url.target.empty()) {
+    return Status::InvalidArgument("the URL names no target: iscsi://HOST[:PORT]/TARGET[/LUN]");
+  }
+  // The daemon's environment is not this command's: the secrets and names travel resolved.
+  ISER_RETURN_IF_ERROR(ResolveCredentials(&url, options));
+  if (options.initiator_name.empty()) options.initiator_name = DefaultInitiatorName();
+  bool created = false;
+  std::string root = tree.mountpoint;
+  if (root.empty()) {
+    Result<std::string> def = DefaultTreeRoot();
+    if (!def.ok()) return def.status();
+    root = *def;
+    if (mkdir(root.c_str(), 0755) == 0) {
+      created = true;
+    } else if (errno != EEXIST) {
+      return Status::InvalidArgument("tree " + root + ": " + std::strerror(errno));
+    }
+  }
+  Result<std::string> absolute = AbsolutePath(root);
+  if (!absolute.ok()) return absolute.status();
+  const TreePaths paths = PathsForRoot(*absolute);
+  ISER_RETURN_IF_ERROR(EnsureStateDir(paths.state_dir));
+  const int lock = LockStateDir(paths.state_dir);
+  TreeLogin result{false, paths.root};
+  Status st;
+  Result<int> fd = ConnectControl(paths.socket);
+  if (fd.ok()) {
+    st = SendMessage(*fd, LoginRequest(url, options));
+    Result<Json> reply =
+        st.ok() ? ReceiveMessage(*fd, LoginReplyTimeout(options)) : Result<Json>(st);
+    close(*fd);
+    st = reply.ok() ? StatusOfReply(*reply) : reply.status();
+    if (st.ok()) result.exists = reply->value("exists", false);
+  } else {
+    st = CleanStale(paths);
+    if (st.ok()) st = StartDaemon(paths, LoginSpec{url, options}, tree, lock);
+    if (!st.ok() && created) rmdir(paths.root.c_str());
+  }
+  if (lock >= 0) close(lock);
+  if (!st.ok()) return st;
+  return result;
+}
+
+Result<std::vector<std::string>> LogoutOfTrees(const std::optional<std::string>& target) {
+  std::vector<std::string> done;
+  bool any = false;
+  Status first;
+  ForEachLiveTree([&](int fd) {
+    any = true;
+    Json request = {{"op", "logout"}};
+    if (target) {
+      request["target"] = *target;
+    } else {
+      request["all"] = true;
+    }
+    Status st = SendMessage(fd, request);
+    Result<Json> reply = st.ok() ? ReceiveMessage(fd, kLogoutTimeout) : Result<Json>(st);
+    st = reply.ok() ? StatusOfReply(*reply) : reply.status();
+    if (reply.ok()) {
+      for (const Json& t : reply->value("targets", Json::array())) done.push_back(t);
+      // Its exit closes the connection.
+      if (reply->value("exiting", false)) ReceiveMessage(fd, kExitTimeout).status().IgnoreError();
+    }
+    if (!st.ok() && st.code() != StatusCode::kNotFound && first.ok()) first = st;
+  });
+  if (!first.ok()) return first;
+  if (!any) return Status::NotFound("no active sessions");
+  if (done.empty()) {
+    return Status::NotFound(target ? "no session with target " + *target : "no active sessions");
+  }
+  return done;
+}
+
+std::vector<Json> TreeStatuses() {
+  std::vector<Json> out;
+  ForEachLiveTree([&](int fd) {
+    if (!SendMessage(fd, {{"op", "status"}}).ok()) return;
+    Result<Json> reply = ReceiveMessage(fd, kStatusTimeout);
+    if (reply.ok() && StatusOfReply(*reply).ok()) out.push_back(*reply);
+  });
+  return out;
+}
+
+std::vector<Json> RescanTrees() {
+  std::vector<Json> out;
+  ForEachLiveTree([&](int fd) {
+    if (!SendMessage(fd, {{"op", "rescan"}}).ok()) return;
+    Result<Json> reply = ReceiveMessage(fd, kRescanTimeout);
+    if (reply.ok()) out.push_back(*reply);
+  });
+  return out;
+}
+
+}  // namespace iser::fuse

@@ -1,0 +1,92 @@
+// TreeFileSystem: the FUSE low-level operations of a tree of targets, ROOT/<target-iqn>/lun<N>,
+// whose targets are added (a login) and removed (a logout) while it is mounted. The LUN files
+// behave exactly as a flat mount's (block_file_system.h): the operations on them are the same
+// functions (lun_file_ops.h).
+//
+// Removing a target (Remove) is a logout: from then on opening its files fails with ENODEV; the
+// requests already running on them finish; every writable LUN gets SYNCHRONIZE CACHE; the session
+// logs out; the directory leaves the tree, and the kernel is told to forget the cached entries
+// (fuse_lowlevel_notify_delete) so that no cached lookup keeps showing it. A file a process still
+// holds open afterwards fails every operation with ENODEV: its device is gone. Inode numbers are
+// never reused, so such a descriptor can never reach another target's LUN.
+//
+// Thread safety: every method may be called from any thread except the FUSE workers; Remove
+// blocks until the target's running requests have finished.
+#pragma once
+
+#include <fuse_lowlevel.h>
+
+#include <cstdint>
+#include <ctime>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "frontends/fuse/lun_file_ops.h"
+#include "frontends/fuse/lun_files.h"
+#include "initiator/base/mutex.h"
+#include "initiator/base/status.h"
+#include "initiator/base/thread_annotations.h"
+#include "initiator/session/session.h"
+
+namespace iser::fuse {
+
+// What a login adds to the tree.
+struct TreeTarget {
+  std::string name;  // the target's IQN: its directory's name
+  std::shared_ptr<Session> session;
+  std::vector<LunFile> files;
+};
+
+// A target as `session` shows it.
+struct TreeTargetView {
+  std::string name;
+  std::shared_ptr<Session> session;
+  std::vector<std::string> files;  // "<iqn>/lun<N>", relative to the root
+};
+
+class TreeFileSystem {
+ public:
+  explicit TreeFileSystem(const FileSystemConfig& config);
+  TreeFileSystem(const TreeFileSystem&) = delete;
+  TreeFileSystem& operator=(const TreeFileSystem&) = delete;
+
+  // Operations whose userdata (fuse_session_new's last argument) is a TreeFileSystem*.
+  static const fuse_lowlevel_ops& Ops();
+
+  // The mounted session to send invalidations to; nullptr (before mounting, after unmounting):
+  // none are sent.
+  void SetNotifySession(fuse_session* se);
+
+  // InvalidArgument if a target of that name is in the tree already.
+  Status Add(TreeTarget target);
+  bool Contains(const std::string& name) const;
+  std::vector<std::string> Names() const;
+  std::vector<TreeTargetView> Targets() const;
+  // The logout described above; NotFound for an unknown target. Returns the first error of the
+  // flush and the logout (the target is gone from the tree either way).
+  Status Remove(const std::string& name);
+
+ private:
+  friend struct TreeOpsImpl;
+  struct Node;
+  // Where an inode leads: a target's directory (file < 0) or one of its files.
+  struct InodeRef {
+    std::shared_ptr<Node> node;
+    int file = -1;
+  };
+  // A target's inode, or no node for the root and inodes not (or no longer) in the tree.
+  InodeRef Resolve(uint64_t ino) const;
+  void FillDirAttr(uint64_t ino, nlink_t links, struct stat* st) const;
+
+  const FileSystemConfig config_;
+  timespec mounted_at_{};
+  mutable Mutex mu_;
+  std::map<std::string, std::shared_ptr<Node>> by_name_ ISER_GUARDED_BY(mu_);
+  std::map<uint64_t, InodeRef> by_ino_ ISER_GUARDED_BY(mu_);
+  uint64_t next_ino_ ISER_GUARDED_BY(mu_) = FUSE_ROOT_ID + 1;
+  fuse_session* notify_ ISER_GUARDED_BY(mu_) = nullptr;
+};
+
+}  // namespace iser::fuse

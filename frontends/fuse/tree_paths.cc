@@ -1,0 +1,178 @@
+#include "frontends/fuse/tree_paths.h"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+
+namespace iser::fuse {
+
+namespace {
+
+// FNV-1a: a stable name for a mount point that fits a socket path (sun_path holds 108 bytes).
+std::string HashName(const std::string& root) {
+  uint64_t h = 14695981039346656037ull;
+  for (unsigned char c : root) {
+    h ^= c;
+    h *= 1099511628211ull;
+  }
+  char buf[17];
+  std::snprintf(buf, sizeof(buf), "%016llx", static_cast<unsigned long long>(h));
+  return buf;
+}
+
+// /proc/self/mountinfo escapes space, tab, newline and backslash as octal.
+std::string Unescape(const std::string& field) {
+  std::string out;
+  for (size_t i = 0; i < field.size(); ++i) {
+    if (field[i] == '\\' && i + 3 < field.size()) {
+      out.push_back(static_cast<char>(std::strtol(field.substr(i + 1, 3).c_str(), nullptr, 8)));
+      i += 3;
+    } else {
+      out.push_back(field[i]);
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
+std::optional<std::string> RuntimeDir() {
+  if (const char* dir = std::getenv("ISER_CONNECT_RUNTIME_DIR"); dir && *dir) return dir;
+  if (geteuid() == 0) return "/run";
+  if (const char* dir = std::getenv("XDG_RUNTIME_DIR"); dir && *dir) return dir;
+  return std::nullopt;
+}
+
+Result<std::string> DefaultTreeRoot() {
+  std::optional<std::string> dir = RuntimeDir();
+  if (!dir) {
+    return Status::InvalidArgument(
+        "XDG_RUNTIME_DIR is not set, so there is no default place for the tree: give "
+        "--mountpoint DIR");
+  }
+  return *dir + "/iser-connect";
+}
+
+std::string StateDir() {
+  std::optional<std::string> dir = RuntimeDir();
+  if (dir) return *dir + "/iser-connect.d";
+  return "/tmp/iser-connect-" + std::to_string(getuid()) + ".d";
+}
+
+Status EnsureStateDir(const std::string& dir) {
+  if (mkdir(dir.c_str(), 0700) != 0 && errno != EEXIST) {
+    return Status::InvalidArgument("state directory " + dir + ": " + std::strerror(errno));
+  }
+  struct stat st;
+  if (lstat(dir.c_str(), &st) != 0) {
+    return Status::InvalidArgument("state directory " + dir + ": " + std::strerror(errno));
+  }
+  if (!S_ISDIR(st.st_mode) || st.st_uid != geteuid() || (st.st_mode & 0777) != 0700) {
+    return Status::InvalidArgument("state directory " + dir +
+                                   " must be a directory of this user with mode 0700");
+  }
+  return Status::OK();
+}
+
+int LockStateDir(const std::string& dir) {
+  const int fd = open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd >= 0 && flock(fd, LOCK_EX) != 0) {
+    close(fd);
+    return -1;
+  }
+  return fd;
+}
+
+TreePaths PathsForRoot(const std::string& root) {
+  TreePaths p;
+  p.root = root;
+  p.state_dir = StateDir();
+  const std::string base = p.state_dir + "/tree-" + HashName(root);
+  p.socket = base + ".sock";
+  p.state_file = base + ".state";
+  return p;
+}
+
+std::vector<std::string> ListTreeSockets(const std::string& state_dir) {
+  std::vector<std::string> out;
+  DIR* dir = opendir(state_dir.c_str());
+  if (!dir) return out;
+  while (dirent* e = readdir(dir)) {
+    const std::string name = e->d_name;
+    if (name.rfind("tree-", 0) == 0 && name.size() > 5 &&
+        name.compare(name.size() - 5, 5, ".sock") == 0) {
+      out.push_back(state_dir + "/" + name);
+    }
+  }
+  closedir(dir);
+  return out;
+}
+
+Status WriteTreeState(const TreePaths& paths, const TreeState& state) {
+  const std::string tmp = paths.state_file + ".new";
+  const int fd = open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+  if (fd < 0) return Status::IoError("state file " + tmp + ": " + std::strerror(errno));
+  const std::string text = "pid " + std::to_string(state.pid) + "\nroot " + state.root + "\n";
+  const bool ok = write(fd, text.data(), text.size()) == static_cast<ssize_t>(text.size());
+  close(fd);
+  if (!ok || rename(tmp.c_str(), paths.state_file.c_str()) != 0) {
+    unlink(tmp.c_str());
+    return Status::IoError("state file " + paths.state_file + ": " + std::strerror(errno));
+  }
+  return Status::OK();
+}
+
+Result<TreeState> ReadTreeState(const std::string& state_file) {
+  std::ifstream in(state_file);
+  if (!in) return Status::NotFound("no state file " + state_file);
+  TreeState state;
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.rfind("pid ", 0) == 0) state.pid = std::atoi(line.c_str() + 4);
+    if (line.rfind("root ", 0) == 0) state.root = line.substr(5);
+  }
+  if (state.pid <= 0 || state.root.empty()) {
+    return Status::InvalidArgument("malformed state file " + state_file);
+  }
+  return state;
+}
+
+bool TreeProcessAlive(int pid) {
+  std::ifstream stat_file("/proc/" + std::to_string(pid) + "/stat");
+  std::string line;
+  if (!std::getline(stat_file, line)) return false;
+  // "pid (comm) state ...": comm may hold spaces and parentheses, the state follows the last ')'.
+  const size_t close = line.rfind(')');
+  if (close == std::string::npos || close + 2 >= line.size() || line[close + 2] == 'Z')
+    return false;
+  std::ifstream theirs("/proc/" + std::to_string(pid) + "/comm");
+  std::ifstream ours("/proc/self/comm");
+  std::string their_comm, our_comm;
+  std::getline(theirs, their_comm);
+  std::getline(ours, our_comm);
+  return their_comm == our_comm;
+}
+
+bool IsMounted(const std::string& root) {
+  std::ifstream in("/proc/self/mountinfo");
+  std::string line;
+  while (std::getline(in, line)) {
+    std::istringstream fields(line);
+    std::string id, parent, dev, fs_root, mount_point;
+    fields >> id >> parent >> dev >> fs_root >> mount_point;
+    if (Unescape(mount_point) == root) return true;
+  }
+  return false;
+}
+
+}  // namespace iser::fuse

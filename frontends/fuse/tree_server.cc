@@ -1,0 +1,415 @@
+#include "frontends/fuse/tree_server.h"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <pthread.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <memory>
+#include <set>
+#include <thread>
+
+#include "discovery/discovery.h"
+#include "frontends/fuse/control.h"
+#include "frontends/fuse/lun_files.h"
+#include "frontends/fuse/tree_file_system.h"
+#include "frontends/fuse/unmount_guard.h"
+#include "initiator/base/log.h"
+#include "initiator/login/negotiation.h"
+
+namespace iser::fuse {
+
+namespace {
+
+// The SIGHUP handler's way to the control thread (a whole-portal mount's rescan).
+int g_rescan_fd = -1;
+
+void RescanSignal(int) {
+  const char c = 'r';
+  if (g_rescan_fd >= 0) (void)!write(g_rescan_fd, &c, 1);
+}
+
+const char* YesNo(bool b) {
+  return b ? "Yes" : "No";
+}
+
+Json ParametersJson(const NegotiatedParams& p) {
+  Json j = {{"HeaderDigest", DigestName(p.header_digest)},
+            {"DataDigest", DigestName(p.data_digest)},
+            {"MaxRecvDataSegmentLength", p.initiator_max_recv_data_segment_length},
+            {"MaxXmitDataSegmentLength", p.target_max_recv_data_segment_length},
+            {"MaxBurstLength", p.max_burst_length},
+            {"FirstBurstLength", p.first_burst_length},
+            {"ImmediateData", YesNo(p.immediate_data)},
+            {"InitialR2T", YesNo(p.initial_r2t)},
+            {"MaxOutstandingR2T", p.max_outstanding_r2t},
+            {"MaxConnections", p.max_connections},
+            {"DataPDUInOrder", YesNo(p.data_pdu_in_order)},
+            {"DataSequenceInOrder", YesNo(p.data_sequence_in_order)},
+            {"DefaultTime2Wait", p.default_time2wait},
+            {"DefaultTime2Retain", p.default_time2retain},
+            {"ErrorRecoveryLevel", p.error_recovery_level},
+            {"RDMAExtensions", YesNo(p.rdma_extensions)}};
+  if (p.rdma_extensions) {
+    j["InitiatorRecvDataSegmentLength"] = p.initiator_recv_data_segment_length;
+    j["TargetRecvDataSegmentLength"] = p.target_recv_data_segment_length;
+  }
+  if (p.target_portal_group_tag) j["TargetPortalGroupTag"] = *p.target_portal_group_tag;
+  if (!p.target_alias.empty()) j["TargetAlias"] = p.target_alias;
+  return j;
+}
+
+class TreeServer {
+ public:
+  explicit TreeServer(const TreeServerOptions& o) : o_(o), fs_(o.fs) {}
+
+  Status Serve(const std::vector<LoginSpec>& initial, ReadyReporter* ready);
+
+ private:
+  Status Login(const LoginSpec& spec, bool* exists);
+  Result<std::vector<DiscoveredTarget>> DiscoverPortal();
+  struct ScanResult {
+    Status status;  // of the discovery
+    std::vector<std::string> added, removed;
+    std::vector<std::pair<std::string, Status>> failed;
+    Json ToJson() const;
+  };
+  // The portal's targets now: logs in to the new ones and out of the gone ones.
+  ScanResult Rescan();
+  Status StartLogins(const std::vector<LoginSpec>& initial);
+  Json StatusJson();
+  void ControlMain();
+  // Handles one connection; false when the process must end (the reply waits in reply_fd_).
+  bool Handle(int fd);
+  Json HandleLogout(const Json& request, bool* last);
+  void RemoveState();
+  Status RemoveAll();
+
+  const TreeServerOptions o_;
+  TreeFileSystem fs_;
+  fuse_session* se_ = nullptr;
+  int listen_fd_ = -1;
+  int wake_[2] = {-1, -1};
+  pthread_t main_thread_{};
+  // The reply to the logout that removed the last session: sent once everything is cleaned up.
+  int reply_fd_ = -1;
+  Json reply_;
+};
+
+Status TreeServer::Login(const LoginSpec& spec, bool* exists) {
+  *exists = fs_.Contains(spec.url.target);
+  if (*exists) return Status::OK();
+  Result<std::shared_ptr<Session>> session = OpenSession(spec.url, spec.options);
+  if (!session.ok()) return session.status();
+  Result<std::vector<LunFile>> files = OpenLunFiles(*session, spec.url.lun);
+  if (!files.ok()) {
+    (*session)->Close().IgnoreError();
+    return files.status();
+  }
+  ISER_RETURN_IF_ERROR(fs_.Add({spec.url.target, *session, std::move(files.value())}));
+  Log(LogLevel::kInfo, "logged in to " + spec.url.Redacted());
+  return Status::OK();
+}
+
+Result<std::vector<DiscoveredTarget>> TreeServer::DiscoverPortal() {
+  IscsiUrl url = o_.portal->url;
+  ISER_RETURN_IF_ERROR(ResolveCredentials(&url, o_.portal->options));
+  Result<SessionOptions> so = DiscoverySessionOptionsFor(url, o_.portal->options);
+  if (!so.ok()) return so.status();
+  return DiscoverTargets(*so);
+}
+
+TreeServer::ScanResult TreeServer::Rescan() {
+  ScanResult r;
+  if (!o_.portal) return r;
+  Result<std::vector<DiscoveredTarget>> found = DiscoverPortal();
+  if (!found.ok()) {
+    Log(LogLevel::kError,
+        "rescan of " + o_.portal->url.portal.ToString() + ": " + found.status().ToString());
+    r.status = found.status();
+    return r;
+  }
+  std::set<std::string> names;
+  for (const DiscoveredTarget& t : *found) {
+    names.insert(t.name);
+    LoginSpec spec = *o_.portal;
+    spec.url.target = t.name;
+    spec.url.portal = t.portals.front().portal;
+    bool exists = false;
+    const Status st = Login(spec, &exists);
+    if (!st.ok()) {
+      Log(LogLevel::kWarning, "rescan: login to " + t.name + ": " + st.ToString());
+      r.failed.emplace_back(t.name, st);
+    } else if (!exists) {
+      r.added.push_back(t.name);
+    }
+  }
+  for (const std::string& name : fs_.Names()) {
+    if (names.count(name)) continue;
+    const Status st = fs_.Remove(name);
+    if (!st.ok()) Log(LogLevel::kWarning, "rescan: logout of " + name + ": " + st.ToString());
+    r.removed.push_back(name);
+  }
+  return r;
+}
+
+Json TreeServer::ScanResult::ToJson() const {
+  Json reply = ReplyFor(status);
+  reply["added"] = added;
+  reply["removed"] = removed;
+  Json f = Json::array();
+  for (const auto& [name, st] : failed) f.push_back({{"target", name}, {"error", st.ToString()}});
+  reply["failed"] = f;
+  return reply;
+}
+
+Status TreeServer::StartLogins(const std::vector<LoginSpec>& initial) {
+  bool exists = false;
+  for (const LoginSpec& spec : initial) ISER_RETURN_IF_ERROR(Login(spec, &exists));
+  if (!o_.portal) return Status::OK();
+  const ScanResult scan = Rescan();
+  ISER_RETURN_IF_ERROR(scan.status);
+  if (!fs_.Names().empty()) return Status::OK();
+  if (scan.failed.empty()) {
+    return Status::NotFound("no targets found at " + o_.portal->url.portal.ToString());
+  }
+  // Every target refused: the first refusal says why, with its own code (e.g. CHAP's).
+  const auto& [name, st] = scan.failed.front();
+  return Status(st.code(), name + ": " + st.message());
+}
+
+Json TreeServer::StatusJson() {
+  Json sessions = Json::array();
+  for (const TreeTargetView& t : fs_.Targets()) {
+    const SessionStats s = t.session->stats();
+    const NegotiatedParams& p = t.session->params();
+    Json files = Json::array();
+    for (const std::string& f : t.files) files.push_back(o_.paths.root + "/" + f);
+    sessions.push_back({{"target", t.name},
+                        {"portal", t.session->portal().ToString()},
+                        {"connection", s.portal},
+                        {"transport", p.rdma_extensions ? "iser" : "tcp"},
+                        {"state", SessionStateName(s.state)},
+                        {"recoveries", s.recoveries},
+                        {"replayed_tasks", s.replayed_tasks},
+                        {"retried_commands", s.retried_commands},
+                        {"commands", s.commands},
+                        {"bytes_read", s.bytes_read},
+                        {"bytes_written", s.bytes_written},
+                        {"files", files},
+                        {"parameters", ParametersJson(p)}});
+  }
+  Json reply = ReplyFor(Status::OK());
+  reply["root"] = o_.paths.root;
+  reply["pid"] = static_cast<int>(getpid());
+  if (o_.portal) reply["portal"] = o_.portal->url.portal.ToString();
+  reply["sessions"] = sessions;
+  return reply;
+}
+
+Json TreeServer::HandleLogout(const Json& request, bool* last) {
+  std::vector<std::string> names;
+  if (request.value("all", false)) {
+    names = fs_.Names();
+  } else {
+    const std::string target = request.value("target", std::string());
+    if (!fs_.Contains(target)) return ReplyFor(Status::NotFound("no session with " + target));
+    names.push_back(target);
+  }
+  Status first;
+  Json done = Json::array();
+  for (const std::string& name : names) {
+    const Status st = fs_.Remove(name);
+    if (!st.ok() && first.ok()) first = st;
+    done.push_back(name);
+  }
+  *last = fs_.Names().empty();
+  Json reply = ReplyFor(first);
+  reply["targets"] = done;
+  return reply;
+}
+
+bool TreeServer::Handle(int fd) {
+  if (!PeerIsThisUser(fd)) {
+    Log(LogLevel::kWarning, "control connection from another user refused");
+    return true;
+  }
+  Result<Json> request = ReceiveMessage(fd, std::chrono::seconds(10));
+  if (!request.ok()) return true;
+  const std::string op = request->value("op", std::string());
+  Json reply;
+  if (op == "login") {
+    LoginSpec spec;
+    Status st = ParseLoginRequest(*request, &spec.url, &spec.options);
+    bool exists = false;
+    if (st.ok()) st = Login(spec, &exists);
+    reply = ReplyFor(st);
+    reply["exists"] = exists;
+  } else if (op == "logout") {
+    bool last = false;
+    reply = HandleLogout(*request, &last);
+    if (last) {
+      reply_fd_ = fd;
+      reply_ = std::move(reply);
+      return false;
+    }
+  } else if (op == "status") {
+    reply = StatusJson();
+  } else if (op == "rescan") {
+    reply = Rescan().ToJson();
+    reply["root"] = o_.paths.root;
+  } else {
+    reply = ReplyFor(Status::InvalidArgument("unknown control request " + op));
+  }
+  SendMessage(fd, reply).IgnoreError();  // a client that went away needs no answer
+  return true;
+}
+
+void TreeServer::ControlMain() {
+  for (;;) {
+    pollfd fds[2] = {{wake_[0], POLLIN, 0}, {listen_fd_, POLLIN, 0}};
+    if (poll(fds, 2, -1) < 0) {
+      if (errno == EINTR) continue;
+      Log(LogLevel::kError, std::string("control thread: ") + std::strerror(errno));
+      return;
+    }
+    if (fds[0].revents) {
+      char c = 0;
+      if (read(wake_[0], &c, 1) == 1 && c == 'q') return;
+      const Json scan = Rescan().ToJson();
+      Log(LogLevel::kInfo,
+          "rescan: added " + scan["added"].dump() + ", removed " + scan["removed"].dump());
+    }
+    if (fds[1].revents) {
+      const int fd = accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC);
+      if (fd < 0) continue;
+      if (!Handle(fd)) {
+        // The last session is gone: the FUSE loop ends (its wait is interrupted by the signal
+        // libfuse handles), and the main thread finishes the rest.
+        fuse_session_exit(se_);
+        pthread_kill(main_thread_, SIGTERM);
+        return;
+      }
+      close(fd);
+    }
+  }
+}
+
+Status TreeServer::RemoveAll() {
+  Status first;
+  for (const std::string& name : fs_.Names()) {
+    const Status st = fs_.Remove(name);
+    if (!st.ok() && first.ok()) first = st;
+  }
+  return first;
+}
+
+void TreeServer::RemoveState() {
+  // A process started after this one began to end may own them already.
+  Result<TreeState> state = ReadTreeState(o_.paths.state_file);
+  if (state.ok() && state->pid == getpid()) {
+    unlink(o_.paths.socket.c_str());
+    unlink(o_.paths.state_file.c_str());
+  }
+}
+
+Status TreeServer::Serve(const std::vector<LoginSpec>& initial, ReadyReporter* ready) {
+  // Forked first, while this process has no other thread.
+  std::unique_ptr<UnmountGuard> guard =
+      o_.fuse.auto_unmount ? UnmountGuard::Start(o_.paths.root) : nullptr;
+  ShutdownSignalsBlocked blocked;
+  ISER_RETURN_IF_ERROR(EnsureStateDir(o_.paths.state_dir));
+  ISER_RETURN_IF_ERROR(StartLogins(initial));
+
+  std::vector<std::string> arg_strings = FuseArgs(o_.fuse);
+  std::vector<char*> argv;
+  for (std::string& s : arg_strings) argv.push_back(s.data());
+  fuse_args args = FUSE_ARGS_INIT(static_cast<int>(argv.size()), argv.data());
+  se_ = fuse_session_new(&args, &TreeFileSystem::Ops(), sizeof(fuse_lowlevel_ops), &fs_);
+  fuse_opt_free_args(&args);
+  if (!se_) {
+    RemoveAll().IgnoreError();
+    return Status::InvalidArgument("libfuse refused the mount options (see above)");
+  }
+  if (fuse_session_mount(se_, o_.paths.root.c_str()) != 0) {
+    fuse_session_destroy(se_);
+    RemoveAll().IgnoreError();
+    return Status::IoError("cannot mount on " + o_.paths.root + " (libfuse's reason is above)");
+  }
+  if (guard) guard->Arm();
+  fs_.SetNotifySession(se_);
+  Status result;
+  Result<int> listen_fd = ListenControl(o_.paths);
+  if (!listen_fd.ok()) {
+    result = listen_fd.status();
+  } else {
+    listen_fd_ = *listen_fd;
+    result = WriteTreeState(o_.paths, TreeState{static_cast<int>(getpid()), o_.paths.root});
+  }
+  if (result.ok() && !o_.pidfile.empty()) result = WritePidFile(o_.pidfile);
+  if (result.ok() && pipe2(wake_, O_CLOEXEC) != 0) {
+    result = Status::ResourceExhausted(std::string("pipe: ") + std::strerror(errno));
+  }
+  std::thread control;
+  const bool serve = result.ok();
+  if (serve) {
+    fuse_set_signal_handlers(se_);
+    if (o_.portal) {
+      g_rescan_fd = wake_[1];
+      struct sigaction hup {};
+      hup.sa_handler = RescanSignal;
+      sigemptyset(&hup.sa_mask);
+      sigaction(SIGHUP, &hup, nullptr);
+    }
+    main_thread_ = pthread_self();
+    // Started while the signals are blocked: it and the sessions it opens leave them to the
+    // FUSE loop's thread.
+    control = std::thread([this] { ControlMain(); });
+    blocked.Unblock();
+    Log(LogLevel::kInfo, "serving the tree " + o_.paths.root);
+    if (ready) ready->Ready();
+    result = RunFuseLoop(se_, o_.max_threads);
+    IgnoreShutdownSignals();
+    fuse_remove_signal_handlers(se_);
+    g_rescan_fd = -1;
+    const char quit = 'q';
+    (void)!write(wake_[1], &quit, 1);
+    control.join();
+  }
+  if (listen_fd_ >= 0) close(listen_fd_);
+  // A login that finds no socket from now on waits for this lock, then for the unmount. Not
+  // before ready: the login that started this process holds the lock until then.
+  const int lock = serve ? LockStateDir(o_.paths.state_dir) : -1;
+  fs_.SetNotifySession(nullptr);
+  fuse_session_unmount(se_);
+  const Status st = RemoveAll();
+  if (result.ok()) result = st;
+  fuse_session_destroy(se_);
+  RemoveState();
+  if (!o_.pidfile.empty()) unlink(o_.pidfile.c_str());
+  for (int fd : wake_) {
+    if (fd >= 0) close(fd);
+  }
+  Log(LogLevel::kInfo, "unmounted " + o_.paths.root);
+  if (reply_fd_ >= 0) {
+    reply_["exiting"] = true;
+    SendMessage(reply_fd_, reply_).IgnoreError();
+    close(reply_fd_);
+  }
+  if (lock >= 0) close(lock);
+  return result;
+}
+
+}  // namespace
+
+Status ServeTree(const TreeServerOptions& options, const std::vector<LoginSpec>& initial,
+                 ReadyReporter* ready) {
+  TreeServer server(options);
+  return server.Serve(initial, ready);
+}
+
+}  // namespace iser::fuse

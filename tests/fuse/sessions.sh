@@ -1,0 +1,102 @@
+#!/bin/bash
+# iser-connect login, session and logout with two targets over TCP: both trees of files appear
+# and carry verified data; `session` (text and --json) lists both with their files and counters;
+# a second login to one is "session exists" (15); `logout -T` removes only that target (a file
+# still open on it then fails with ENODEV) and a new login to it serves its files at the same paths;
+# `logout --all` unmounts and leaves nothing behind.
+set -euo pipefail
+. "$(dirname "$0")/lib.sh"
+. "$(dirname "$0")/sessions_lib.sh"
+requires dd cmp python3
+sessions_setup
+T1=iqn.2026-11.test:t1
+T2=iqn.2026-11.test:t2
+tgt_target 1 "$T1"
+tgt_lun 1 1 64M
+tgt_target 2 "$T2"
+tgt_lun 2 1 32M
+tgt_lun 2 2 16M
+
+ic login "$(sessions_url 1)" || fail "login to $T1"
+ic login "$(sessions_url 2)" || fail "login to $T2"
+fuse_mounted "$ROOT" fuse.iser-connect || fail "$ROOT is not mounted"
+for f in "$T1/lun1" "$T2/lun1" "$T2/lun2"; do
+  [ -f "$ROOT/$f" ] || fail "$ROOT/$f is missing: $(ls -R "$ROOT")"
+done
+[ "$(ls "$ROOT")" = "$T1"$'\n'"$T2" ] || fail "unexpected tree: $(ls "$ROOT")"
+[ "$(stat -c %s "$ROOT/$T2/lun2")" = $((16 << 20)) ] || fail "size of $T2/lun2"
+echo "login of two targets: ok"
+
+# Verified data through both targets, compared with the backing files too.
+dd if=/dev/urandom of="$FUSE_DIR/img1" bs=1M count=24 status=none
+dd if=/dev/urandom of="$FUSE_DIR/img2" bs=1M count=12 status=none
+timeout 60 dd if="$FUSE_DIR/img1" of="$ROOT/$T1/lun1" bs=1M conv=fsync,notrunc status=none
+timeout 60 dd if="$FUSE_DIR/img2" of="$ROOT/$T2/lun2" bs=1M conv=fsync,notrunc status=none
+cmp -n $((24 << 20)) "$FUSE_DIR/img1" "$ROOT/$T1/lun1" || fail "read back through $T1/lun1"
+cmp -n $((12 << 20)) "$FUSE_DIR/img2" "$ROOT/$T2/lun2" || fail "read back through $T2/lun2"
+cmp -n $((24 << 20)) "$FUSE_DIR/img1" "$(tgt_lun_file 1 1)" || fail "backing file of $T1/lun1"
+cmp -n $((12 << 20)) "$FUSE_DIR/img2" "$(tgt_lun_file 2 2)" || fail "backing file of $T2/lun2"
+echo "verified data through both: ok"
+
+out=$(ic session -P 1) || fail "session"
+echo "$out"
+grep -q "^tcp: .* 127.0.0.1:$TGT_PORT $T1 (logged in)" <<<"$out" || fail "session lacks $T1"
+grep -q "^tcp: .* 127.0.0.1:$TGT_PORT $T2 (logged in)" <<<"$out" || fail "session lacks $T2"
+grep -qF "$ROOT/$T2/lun2" <<<"$out" || fail "session lacks the file $T2/lun2"
+grep -q "MaxBurstLength: [0-9]" <<<"$out" || fail "session -P 1 lacks the negotiated parameters"
+json=$(ic session --json) || fail "session --json"
+python3 - "$json" "$ROOT" "$T1" "$T2" <<'PY' || fail "session --json: $json"
+import json, sys
+doc, root, t1, t2 = json.loads(sys.argv[1]), sys.argv[2], sys.argv[3], sys.argv[4]
+by = {s["target"]: s for s in doc}
+assert sorted(by) == [t1, t2], by.keys()
+assert by[t1]["files"] == [f"{root}/{t1}/lun1"], by[t1]["files"]
+assert by[t2]["files"] == [f"{root}/{t2}/lun1", f"{root}/{t2}/lun2"], by[t2]["files"]
+for s in doc:
+    assert s["transport"] == "tcp" and s["state"] == "logged in", s
+    assert s["bytes_written"] >= (12 << 20) and s["bytes_read"] >= (12 << 20), s
+    assert s["commands"] > 0 and s["recoveries"] == 0, s
+    assert s["parameters"]["MaxBurstLength"] > 0 and s["parameters"]["RDMAExtensions"] == "No", s
+    assert s["root"] == root and s["pid"] > 0, s
+PY
+echo "session, session --json: ok"
+
+expect_exit 15 "session exists" "$ISER_CONNECT" login "$(sessions_url 1)"
+echo "second login: exit 15: ok"
+
+# A descriptor still open on $T1/lun1 across its logout.
+exec 7<"$ROOT/$T1/lun1"
+ic logout -T "$T1" || fail "logout -T $T1"
+[ "$(ls "$ROOT")" = "$T2" ] || fail "after logout -T $T1 the tree holds: $(ls "$ROOT")"
+[ ! -e "$ROOT/$T1/lun1" ] || fail "$T1/lun1 still resolves"
+python3 - <<'PY' || fail "I/O on a file of a logged-out target"
+import errno, os
+try:
+    os.pread(7, 4096, 0)
+except OSError as e:
+    assert e.errno == errno.ENODEV, e
+else:
+    raise AssertionError("read succeeded after logout")
+PY
+exec 7<&-
+cmp -n $((12 << 20)) "$FUSE_DIR/img2" "$ROOT/$T2/lun2" || fail "$T2 after the logout of $T1"
+[ "$(ic session --json | python3 -c 'import json,sys; print(len(json.load(sys.stdin)))')" = 1 ] ||
+  fail "session does not list one session"
+# The target saw the logout: no I_T nexus on tid 1 (tgtadm prints each target's nexuses).
+tgtadm --lld iscsi --op show --mode target | awk '/^Target 1:/{t=1} /^Target 2:/{t=0} t' |
+  grep -q "I_T nexus: [0-9]" && fail "target 1 still has a session"
+expect_exit 21 "no session with target iqn.2026-11.test:nope" "$ISER_CONNECT" logout -T iqn.2026-11.test:nope
+echo "logout -T: ok"
+
+# Logged in again, the same path leads to the new session's file: the kernel dropped the entries
+# it had cached for the old one (they would now lead to the old, gone inode: ENODEV).
+ic login "$(sessions_url 1)" || fail "second login to $T1"
+cmp -n $((24 << 20)) "$FUSE_DIR/img1" "$ROOT/$T1/lun1" || fail "$T1/lun1 after logging in again"
+echo "login after logout: ok"
+
+ic logout --all || fail "logout --all"
+sessions_assert_gone
+expect_exit 21 "no active sessions" "$ISER_CONNECT" logout --all
+expect_exit 21 "no active sessions" "$ISER_CONNECT" session
+echo "logout --all: ok"
+checks_done

@@ -1,0 +1,43 @@
+// session --json: the tree processes' status replies flattened into one list of sessions, each
+// after its parameters its tree's root and pid (and portal for a whole-portal mount).
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+
+#include <string>
+#include <vector>
+
+#include "cli/json_output.h"
+
+namespace iser::cli {
+namespace {
+
+TEST(CliSessionsJson, FlattensTheTrees) {
+  const Json daemon = Json::parse(R"({"code":0,"message":"","root":"/run/iser-connect","pid":10,
+    "sessions":[{"target":"iqn.a","parameters":{"MaxBurstLength":262144},"transport":"tcp"},
+                {"target":"iqn.b","parameters":{},"transport":"iser"}]})");
+  const Json portal = Json::parse(R"({"code":0,"message":"","root":"/mnt/p","pid":20,
+    "portal":"10.0.0.1:3260","sessions":[{"target":"iqn.c","parameters":{}}]})");
+  const Json empty = Json::parse(R"({"code":0,"message":"","root":"/mnt/e","pid":30,
+    "sessions":[]})");
+  const Json out = SessionsJson({daemon, portal, empty});
+  ASSERT_EQ(out.size(), 3u);
+  EXPECT_EQ(out[0]["target"], "iqn.a");
+  EXPECT_EQ(out[0]["root"], "/run/iser-connect");
+  EXPECT_EQ(out[0]["pid"], 10);
+  EXPECT_FALSE(out[0].contains("portal_mount"));
+  EXPECT_EQ(out[0]["parameters"]["MaxBurstLength"], 262144);
+  EXPECT_EQ(out[1]["transport"], "iser");
+  EXPECT_EQ(out[2]["root"], "/mnt/p");
+  EXPECT_EQ(out[2]["portal_mount"], "10.0.0.1:3260");
+  std::vector<std::string> keys;
+  for (const auto& item : out[0].items()) keys.push_back(item.key());
+  EXPECT_EQ(keys, (std::vector<std::string>{"target", "transport", "parameters", "root", "pid"}));
+}
+
+TEST(CliSessionsJson, NoTreesNoSessions) {
+  EXPECT_TRUE(SessionsJson({}).empty());
+}
+
+}  // namespace
+}  // namespace iser::cli
