@@ -8,7 +8,9 @@
 #include <vector>
 
 #include "cli/common.h"
+#include "discovery/node_store.h"
 #include "discovery/sendtargets.h"
+#include "frontends/fuse/tree_client.h"
 
 namespace iser::cli {
 
@@ -23,5 +25,14 @@ void AddLogoutCommand(CLI::App& app, GlobalOptions& g);
 
 // SendTargets at the URL's portal (TCP unless the options ask for iSER).
 Result<std::vector<DiscoveredTarget>> Discover(const IscsiUrl& portal_url, const ConnectOptions& c);
+
+// The options of the session daemon's tree (--mountpoint, --read-only, ...), for login and
+// discover -l.
+void AddTreeOptions(CLI::App& cmd, fuse::TreeLoginOptions& tree);
+// Logs in to each record (its settings, overridden by what the command line gave in base) and
+// prints each outcome; returns 0, 15 when every session existed already, else the exit code of
+// the last failure. Logs in from this process: it must be single-threaded (LoginToTree forks).
+int LoginToRecords(const NodeStore& store, const std::vector<NodeRecord>& records,
+                   const ConnectOptions& base, const fuse::TreeLoginOptions& tree);
 
 }  // namespace iser::cli

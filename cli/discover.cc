@@ -57,6 +57,27 @@ void RecordTargets(const std::vector<std::string>& ops, NodeStore& store, const 
   PrintChanges(*changes, store);
 }
 
+// -l: one record per target found, the one at the discovery's portal if there is one; iSCSI
+// recovery tries the target's other portals itself.
+std::vector<NodeRecord> RecordsToLogIn(const NodeStore& store, const IscsiUrl& url,
+                                       const std::vector<DiscoveredTarget>& targets) {
+  std::vector<NodeRecord> chosen;
+  for (const DiscoveredTarget& t : targets) {
+    Result<std::vector<NodeRecord>> records = store.Find(t.name, std::nullopt);
+    if (!records.ok()) throw CLI::RuntimeError(FailStore(records.status()));
+    if (records->empty()) {
+      std::fprintf(stderr, "iser-connect: no record of %s: not logging in to it\n", t.name.c_str());
+      continue;
+    }
+    const NodeRecord* pick = &records->front();
+    for (const NodeRecord& r : *records) {
+      if (r.portal == url.portal) pick = &r;
+    }
+    chosen.push_back(*pick);
+  }
+  return chosen;
+}
+
 }  // namespace
 
 void AddDiscoverCommand(CLI::App& app, GlobalOptions& g) {
@@ -65,6 +86,8 @@ void AddDiscoverCommand(CLI::App& app, GlobalOptions& g) {
     bool json = false;
     std::vector<std::string> ops;
     std::string config_dir;
+    bool login = false;
+    fuse::TreeLoginOptions tree;
   };
   auto args = std::make_shared<Args>();
   CLI::App* cmd = app.add_subcommand("discover", "SendTargets discovery: list targets and portals");
@@ -79,7 +102,14 @@ void AddDiscoverCommand(CLI::App& app, GlobalOptions& g) {
       ->expected(1)
       ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
   AddConfigDirOption(*cmd, args->config_dir);
+  cmd->add_flag("-l,--login", args->login,
+                "then log in to the records of the targets found (one per target, the one at "
+                "this portal first), as login does; without -o, records new targets and "
+                "refreshes old ones first");
+  AddSessionOptions(*cmd, g);
+  AddTreeOptions(*cmd, args->tree);
   cmd->callback([args, &g] {
+    if (args->login && args->ops.empty()) args->ops = {"new", "old"};
     SetupLogging(g);
     Result<IscsiUrl> url = ParseUrlOrPortal(args->portal);
     if (!url.ok()) throw CLI::RuntimeError(Fail(url.status()));
@@ -108,6 +138,15 @@ void AddDiscoverCommand(CLI::App& app, GlobalOptions& g) {
       throw CLI::RuntimeError(
           Fail(Status::NotFound("no targets found at " + url->portal.ToString() +
                                 " (is this initiator allowed to see any target?)")));
+    }
+    if (args->login) {
+      const std::vector<NodeRecord> records = RecordsToLogIn(*store, *url, *targets);
+      if (records.empty()) {
+        throw CLI::RuntimeError(Fail(Status::NotFound("no records of the targets found at " +
+                                                      url->portal.ToString() + " to log in to")));
+      }
+      const int rc = LoginToRecords(*store, records, *c, args->tree);
+      if (rc != exit_code::kOk) throw CLI::RuntimeError(rc);
     }
   });
 }

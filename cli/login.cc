@@ -1,52 +1,143 @@
 // iser-connect login: a target's LUNs as files in the tree of the session daemon
-// (frontends/fuse/tree_client.h), ROOT/<target-iqn>/lun<N>.
+// (frontends/fuse/tree_client.h), ROOT/<target-iqn>/lun<N>; the target is a URL, or node records
+// (discovery/node_store.h) chosen by -T/-p or --all, as iscsiadm -m node -l logs in to them.
 #include <cstdio>
 
 #include "cli/commands.h"
-#include "frontends/fuse/tree_client.h"
+#include "discovery/node_store.h"
 
 namespace iser::cli {
+
+namespace {
+
+std::string Bracketed(const std::string& target, const Portal& portal) {
+  return "[target: " + target + ", portal: " + portal.ToString() + "]";
+}
+
+// One login; prints what iscsiadm prints for it. Returns the exit code it stands for.
+int LoginOne(const IscsiUrl& url, const ConnectOptions& options, const fuse::TreeLoginOptions& tree,
+             const std::string& origin) {
+  const std::string what = Bracketed(url.target, url.portal);
+  std::printf("Logging in to %s\n", what.c_str());
+  std::fflush(stdout);
+  Result<fuse::TreeLogin> login = fuse::LoginToTree(url, options, tree);
+  if (!login.ok()) {
+    std::fprintf(stderr, "iser-connect: could not log in to %s%s: %s\n", what.c_str(),
+                 origin.c_str(), login.status().ToString().c_str());
+    return ExitCodeFor(login.status());
+  }
+  if (login->exists) {
+    std::fprintf(stderr, "iser-connect: session exists: already logged in to %s in %s\n",
+                 url.target.c_str(), login->root.c_str());
+    return exit_code::kSessionExists;
+  }
+  std::printf("Login to %s successful: %s/%s\n", what.c_str(), login->root.c_str(),
+              url.target.c_str());
+  return exit_code::kOk;
+}
+
+// What the command line gave overrides the record, as it overrides a URL.
+ConnectOptions RecordOptions(const NodeRecord& record, const ConnectOptions& base) {
+  ConnectOptions o = NodeRecordConnectOptions(record, base);
+  if (base.transport) o.transport = base.transport;
+  if (base.replacement_timeout) o.replacement_timeout = base.replacement_timeout;
+  if (base.command_timeout) o.command_timeout = base.command_timeout;
+  return o;
+}
+
+}  // namespace
+
+void AddTreeOptions(CLI::App& cmd, fuse::TreeLoginOptions& tree) {
+  cmd.add_option("--mountpoint", tree.mountpoint,
+                 "the tree's ROOT (default: $XDG_RUNTIME_DIR/iser-connect, /run/iser-connect as "
+                 "root); an existing, empty directory when the daemon starts");
+  cmd.add_flag("--page-cache", tree.page_cache,
+               "use the kernel page cache (default: direct I/O); when the daemon starts");
+  cmd.add_flag("-r,--read-only", tree.read_only,
+               "serve the tree read-only; when the daemon starts");
+  cmd.add_flag("--allow-other", tree.allow_other,
+               "let other users open the files; when the daemon starts");
+  cmd.add_option("--threads", tree.max_threads, "FUSE worker threads; when the daemon starts")
+      ->check(CLI::Range(1, 1024));
+}
+
+int LoginToRecords(const NodeStore& store, const std::vector<NodeRecord>& records,
+                   const ConnectOptions& base, const fuse::TreeLoginOptions& tree) {
+  int rc = exit_code::kOk;
+  size_t existing = 0;
+  for (const NodeRecord& record : records) {
+    const int one = LoginOne(NodeRecordUrl(record), RecordOptions(record, base), tree,
+                             " (record " + store.PathOf(record) + ")");
+    if (one == exit_code::kSessionExists) {
+      ++existing;
+    } else if (one != exit_code::kOk) {
+      rc = one;
+    }
+  }
+  // As iscsiadm: 15 only when every requested session was there already.
+  if (rc == exit_code::kOk && existing > 0 && existing == records.size()) {
+    return exit_code::kSessionExists;
+  }
+  return rc;
+}
 
 void AddLoginCommand(CLI::App& app, GlobalOptions& g) {
   struct Args {
     std::string url;
+    std::string target;
+    std::string portal;
+    bool all = false;
+    std::string config_dir;
     fuse::TreeLoginOptions tree;
   };
   auto args = std::make_shared<Args>();
   CLI::App* cmd = app.add_subcommand(
       "login",
-      "log in to a target and expose its LUNs as ROOT/<target-iqn>/lun<N>, in the one tree the "
-      "session daemon serves (started if none runs)");
+      "log in to a target (a URL, or node records: -T/-p, --all) and expose its LUNs as "
+      "ROOT/<target-iqn>/lun<N>, in the one tree the session daemon serves (started if none runs)");
   AddGlobalOptions(*cmd, g);
   AddSessionOptions(*cmd, g);
-  cmd->add_option("url", args->url, "iscsi:// or iser:// URL of the target (and LUN)")->required();
-  cmd->add_option("--mountpoint", args->tree.mountpoint,
-                  "the tree's ROOT (default: $XDG_RUNTIME_DIR/iser-connect, /run/iser-connect as "
-                  "root); an existing, empty directory when the daemon starts");
-  cmd->add_flag("--page-cache", args->tree.page_cache,
-                "use the kernel page cache (default: direct I/O); when the daemon starts");
-  cmd->add_flag("-r,--read-only", args->tree.read_only,
-                "serve the tree read-only; when the daemon starts");
-  cmd->add_flag("--allow-other", args->tree.allow_other,
-                "let other users open the files; when the daemon starts");
-  cmd->add_option("--threads", args->tree.max_threads,
-                  "FUSE worker threads; when the daemon starts")
-      ->check(CLI::Range(1, 1024));
+  cmd->add_option("url", args->url, "iscsi:// or iser:// URL of the target (and LUN)");
+  cmd->add_option("-T,--targetname", args->target, "log in to the records of this target IQN");
+  cmd->add_option("-p,--portal", args->portal, "log in to the records at this portal HOST[:PORT]");
+  cmd->add_flag("--all", args->all, "log in to every node record");
+  AddConfigDirOption(*cmd, args->config_dir);
+  AddTreeOptions(*cmd, args->tree);
   cmd->callback([args, &g] {
     SetupLogging(g);
-    Result<IscsiUrl> url = ParseIscsiUrl(args->url);
-    if (!url.ok()) throw CLI::RuntimeError(Fail(url.status()));
+    const bool by_record = !args->target.empty() || !args->portal.empty() || args->all;
+    if (args->url.empty() == !by_record) {
+      throw CLI::RuntimeError(Fail(Status::InvalidArgument(
+          args->url.empty() ? "login needs a URL, or node records: -T IQN, -p PORTAL or --all"
+                            : "login takes a URL or node records (-T, -p, --all), not both")));
+    }
     Result<ConnectOptions> c = MakeConnectOptions(g);
     if (!c.ok()) throw CLI::RuntimeError(Fail(c.status()));
-    Result<fuse::TreeLogin> login = fuse::LoginToTree(*url, *c, args->tree);
-    if (!login.ok()) throw CLI::RuntimeError(Fail(login.status()));
-    if (login->exists) {
-      std::fprintf(stderr, "iser-connect: session exists: already logged in to %s in %s\n",
-                   url->target.c_str(), login->root.c_str());
-      throw CLI::RuntimeError(exit_code::kSessionExists);
+    if (!by_record) {
+      Result<IscsiUrl> url = ParseIscsiUrl(args->url);
+      if (!url.ok()) throw CLI::RuntimeError(Fail(url.status()));
+      const int rc = LoginOne(*url, *c, args->tree, "");
+      if (rc != exit_code::kOk) throw CLI::RuntimeError(rc);
+      return;
     }
-    std::printf("Login to [target: %s, portal: %s] successful: %s/%s\n", url->target.c_str(),
-                url->portal.ToString().c_str(), login->root.c_str(), url->target.c_str());
+    std::optional<Portal> portal;
+    if (!args->portal.empty()) {
+      Result<IscsiUrl> p = ParseUrlOrPortal(args->portal);
+      if (!p.ok()) throw CLI::RuntimeError(Fail(p.status()));
+      portal = p->portal;
+    }
+    Result<NodeStore> store = OpenNodeStore(args->config_dir, /*create=*/false);
+    if (!store.ok()) throw CLI::RuntimeError(FailStore(store.status()));
+    Result<std::vector<NodeRecord>> records = store->Find(args->target, portal);
+    if (!records.ok()) throw CLI::RuntimeError(FailStore(records.status()));
+    if (records->empty()) {
+      std::string which = args->target.empty() ? "" : " for " + args->target;
+      if (portal) which += " at " + portal->ToString();
+      throw CLI::RuntimeError(
+          Fail(Status::NotFound("no records found" + which + " in " + store->dir())));
+    }
+    const int rc = LoginToRecords(*store, *records, *c, args->tree);
+    if (rc != exit_code::kOk) throw CLI::RuntimeError(rc);
   });
 }
 
