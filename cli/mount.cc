@@ -31,10 +31,14 @@ void AddMountCommand(CLI::App& app, GlobalOptions& g) {
   };
   auto args = std::make_shared<Args>();
   CLI::App* cmd = app.add_subcommand(
-      "mount", "expose the LUNs of a target as files (lun1, lun2, ...) in a FUSE mount");
+      "mount",
+      "expose the LUNs of a target as files (lun1, lun2, ...) in a FUSE mount; with a portal URL, "
+      "every target the portal reports, as <target-iqn>/lun<N>");
   AddGlobalOptions(*cmd, g);
   AddSessionOptions(*cmd, g);
-  cmd->add_option("url", args->url, "iscsi:// or iser:// URL of the target (and LUN)")->required();
+  cmd->add_option("url", args->url,
+                  "iscsi:// or iser:// URL of the target (and LUN), or of a portal")
+      ->required();
   cmd->add_option("mountpoint", args->mount.mountpoint, "an existing, empty directory")->required();
   cmd->add_flag("-f,--foreground", args->mount.foreground, "stay in the foreground");
   cmd->add_option("--pidfile", args->mount.pidfile, "write the serving process's pid once mounted");

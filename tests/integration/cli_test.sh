@@ -123,7 +123,7 @@ done
 expect_exit 5 "refused" "$cli" ls "$unused?replacement_timeout=0.5&portal=127.0.0.1:$(tgt_free_port)" \
   --replacement-timeout 0 --command-timeout 2.5
 expect_exit 5 "refused" "$cli" bench "$unused" --time 0.5 --replacement-timeout 3 --command-timeout 0
-expect_exit 7 "not expected.*--replacement-timeout" "$cli" discover -p "$portal" --replacement-timeout 3
+expect_exit 7 "not expected.*--replacement-timeout" "$cli" session --replacement-timeout 3
 
 LIBISCSI_CHAP_PASSWORD=alice-secret-1 check "CHAP login with the default algorithm and the password from the environment" \
   timeout 30 "$cli" ls "iscsi://alice@$portal/$iqn-chap/1"
