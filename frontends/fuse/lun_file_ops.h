@@ -52,4 +52,33 @@ void LunFileFallocate(fuse_req_t req, const LunFile& f, const FileSystemConfig& 
                       off_t off, off_t len);
 void LunFileLseek(fuse_req_t req, const LunFile& f, off_t off, int whence);
 
+// The operations table of a file system whose operations are static members of Impl (the flat
+// mount's and the tree's): one list, so that both serve and refuse the same operations.
+template <typename Impl>
+fuse_lowlevel_ops MakeFuseOps() {
+  fuse_lowlevel_ops ops{};
+  ops.init = Impl::Init;
+  ops.lookup = Impl::Lookup;
+  ops.getattr = Impl::GetAttr;
+  ops.setattr = Impl::SetAttr;
+  ops.mknod = Impl::Mknod;
+  ops.mkdir = Impl::Mkdir;
+  ops.unlink = Impl::Unlink;
+  ops.rmdir = Impl::Unlink;
+  ops.symlink = Impl::Symlink;
+  ops.rename = Impl::Rename;
+  ops.link = Impl::Link;
+  ops.create = Impl::Create;
+  ops.open = Impl::Open;
+  ops.read = Impl::Read;
+  ops.write = Impl::Write;
+  ops.fsync = Impl::Fsync;
+  ops.fsyncdir = Impl::FsyncDir;
+  ops.readdir = Impl::ReadDir;
+  ops.statfs = Impl::StatFs;
+  ops.fallocate = Impl::Fallocate;
+  ops.lseek = Impl::Lseek;
+  return ops;
+}
+
 }  // namespace iser::fuse

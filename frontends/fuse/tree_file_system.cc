@@ -376,36 +376,10 @@ struct TreeOpsImpl {
     if (use.error()) return (void)fuse_reply_err(req, use.error());
     LunFileLseek(req, use.file(), off, whence);
   }
-
-  static fuse_lowlevel_ops Make() {
-    fuse_lowlevel_ops ops{};
-    ops.init = Init;
-    ops.lookup = Lookup;
-    ops.getattr = GetAttr;
-    ops.setattr = SetAttr;
-    ops.mknod = Mknod;
-    ops.mkdir = Mkdir;
-    ops.unlink = Unlink;
-    ops.rmdir = Unlink;
-    ops.symlink = Symlink;
-    ops.rename = Rename;
-    ops.link = Link;
-    ops.create = Create;
-    ops.open = Open;
-    ops.read = Read;
-    ops.write = Write;
-    ops.fsync = Fsync;
-    ops.fsyncdir = FsyncDir;
-    ops.readdir = ReadDir;
-    ops.statfs = StatFs;
-    ops.fallocate = Fallocate;
-    ops.lseek = Lseek;
-    return ops;
-  }
 };
 
 const fuse_lowlevel_ops& TreeFileSystem::Ops() {
-  static const fuse_lowlevel_ops ops = TreeOpsImpl::Make();
+  static const fuse_lowlevel_ops ops = MakeFuseOps<TreeOpsImpl>();
   return ops;
 }
 
