@@ -13,6 +13,7 @@
 #include <infiniband/verbs.h>
 #include <rdma/rdma_cma.h>
 
+#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <string>
@@ -78,7 +79,7 @@ class FakeIserTarget : public FakeTargetBase {
   IserStags stags_;
   uint64_t next_wr_id_ = 1;
   size_t next_receive_ = 0;
-  bool stop_ = false;
+  std::atomic<bool> stop_{false};  // set by the destructor while the script thread polls
   std::thread thread_;
 };
 
