@@ -82,20 +82,6 @@ struct OpsImpl {
     FixedSetAttr(req, st, attr, to_set);
   }
 
-  static void Refuse(fuse_req_t req) { fuse_reply_err(req, EPERM); }
-  static void Mknod(fuse_req_t req, fuse_ino_t, const char*, mode_t, dev_t) { Refuse(req); }
-  static void Mkdir(fuse_req_t req, fuse_ino_t, const char*, mode_t) { Refuse(req); }
-  static void Unlink(fuse_req_t req, fuse_ino_t, const char*) { Refuse(req); }
-  static void Symlink(fuse_req_t req, const char*, fuse_ino_t, const char*) { Refuse(req); }
-  static void Rename(fuse_req_t req, fuse_ino_t, const char*, fuse_ino_t, const char*,
-                     unsigned int) {
-    Refuse(req);
-  }
-  static void Link(fuse_req_t req, fuse_ino_t, fuse_ino_t, const char*) { Refuse(req); }
-  static void Create(fuse_req_t req, fuse_ino_t, const char*, mode_t, fuse_file_info*) {
-    Refuse(req);
-  }
-
   static void Open(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
     BlockFileSystem* fs = Self(req);
     const LunFile* f = fs->FileFor(ino);

@@ -7,6 +7,7 @@
 #include <fuse_lowlevel.h>
 #include <sys/stat.h>
 
+#include <cerrno>
 #include <cstdint>
 #include <ctime>
 
@@ -52,6 +53,24 @@ void LunFileFallocate(fuse_req_t req, const LunFile& f, const FileSystemConfig& 
                       off_t off, off_t len);
 void LunFileLseek(fuse_req_t req, const LunFile& f, off_t off, int whence);
 
+// What both file systems refuse: their entries are the LUNs the target has, so creating,
+// removing, linking or renaming one fails with EPERM.
+struct RefusedOps {
+  static void Refuse(fuse_req_t req) { fuse_reply_err(req, EPERM); }
+  static void Mknod(fuse_req_t req, fuse_ino_t, const char*, mode_t, dev_t) { Refuse(req); }
+  static void Mkdir(fuse_req_t req, fuse_ino_t, const char*, mode_t) { Refuse(req); }
+  static void Unlink(fuse_req_t req, fuse_ino_t, const char*) { Refuse(req); }
+  static void Symlink(fuse_req_t req, const char*, fuse_ino_t, const char*) { Refuse(req); }
+  static void Rename(fuse_req_t req, fuse_ino_t, const char*, fuse_ino_t, const char*,
+                     unsigned int) {
+    Refuse(req);
+  }
+  static void Link(fuse_req_t req, fuse_ino_t, fuse_ino_t, const char*) { Refuse(req); }
+  static void Create(fuse_req_t req, fuse_ino_t, const char*, mode_t, fuse_file_info*) {
+    Refuse(req);
+  }
+};
+
 // The operations table of a file system whose operations are static members of Impl (the flat
 // mount's and the tree's): one list, so that both serve and refuse the same operations.
 template <typename Impl>
@@ -61,14 +80,14 @@ fuse_lowlevel_ops MakeFuseOps() {
   ops.lookup = Impl::Lookup;
   ops.getattr = Impl::GetAttr;
   ops.setattr = Impl::SetAttr;
-  ops.mknod = Impl::Mknod;
-  ops.mkdir = Impl::Mkdir;
-  ops.unlink = Impl::Unlink;
-  ops.rmdir = Impl::Unlink;
-  ops.symlink = Impl::Symlink;
-  ops.rename = Impl::Rename;
-  ops.link = Impl::Link;
-  ops.create = Impl::Create;
+  ops.mknod = RefusedOps::Mknod;
+  ops.mkdir = RefusedOps::Mkdir;
+  ops.unlink = RefusedOps::Unlink;
+  ops.rmdir = RefusedOps::Unlink;
+  ops.symlink = RefusedOps::Symlink;
+  ops.rename = RefusedOps::Rename;
+  ops.link = RefusedOps::Link;
+  ops.create = RefusedOps::Create;
   ops.open = Impl::Open;
   ops.read = Impl::Read;
   ops.write = Impl::Write;
