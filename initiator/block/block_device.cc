@@ -21,6 +21,25 @@ std::string Where(const LunInfo& info, uint64_t lba, uint64_t blocks) {
          std::to_string(blocks) + " blocks)";
 }
 
+// A READ or WRITE that ends GOOD must have moved every byte it addressed. A residual says it did
+// not: reported as a full transfer, a READ would hand back whatever the buffer held before, and a
+// WRITE would claim data stored that never was.
+Status TransferStatus(const Task& t, const std::string& what) {
+  Status st = scsi::TaskStatus(t, what);
+  if (!st.ok() || t.residual == 0 || !(t.residual_underflow || t.residual_overflow)) return st;
+  if (t.residual_underflow) {
+    return Status::IoError(what + ": the target reported GOOD status but moved " +
+                           std::to_string(TransferredBytes(t)) + " of " +
+                           std::to_string(t.transfer_length) + " bytes (underflow residual " +
+                           std::to_string(t.residual) + ")");
+  }
+  return Status::IoError(what + ": the target reported GOOD status for a transfer " +
+                         std::to_string(t.residual) + " bytes longer than the " +
+                         std::to_string(t.transfer_length) +
+                         " the command addressed (overflow residual): is the block size still " +
+                         "the one the LUN had when opened?");
+}
+
 }  // namespace
 
 int ErrnoFor(const Status& status) {
@@ -123,13 +142,13 @@ void BlockDevice::Submit(IoRequest* req) {
   t.context = req;
   t.on_complete = [](Task* task) {
     auto* r = static_cast<IoRequest*>(task->context);
-    if (task->status.ok() && task->scsi_status == 0) {
+    if (task->status.ok() && task->scsi_status == 0 && task->residual == 0) {
       r->on_complete(r, Status::OK());
       return;
     }
     const uint32_t size = r->device->info_.logical_block_size;
-    r->on_complete(r, scsi::TaskStatus(
-                          *task, std::string(scsi::CommandName(*task)) +
+    r->on_complete(
+        r, TransferStatus(*task, std::string(scsi::CommandName(*task)) +
                                      Where(r->device->info_, r->offset / size, r->length / size)));
   };
   session_->Submit(&t);
@@ -178,9 +197,9 @@ Status BlockDevice::RunChunked(IoOp op, uint64_t offset, uint8_t* buf, uint64_t 
       {
         MutexLock lock(&r->mu);
         --r->outstanding;
-        if (!(t->status.ok() && t->scsi_status == 0) && r->error.ok()) {
+        if (!(t->status.ok() && t->scsi_status == 0 && t->residual == 0) && r->error.ok()) {
           const uint32_t bs = r->dev->info_.logical_block_size;
-          r->error = scsi::TaskStatus(
+          r->error = TransferStatus(
               *t, std::string(scsi::CommandName(*t)) +
                       Where(r->dev->info_, LoadBe64Lba(*t), t->transfer_length / bs));
         }

@@ -9,6 +9,9 @@
 // never lose each other's bytes. Every method may be called from any thread except the session's
 // I/O thread (for the synchronous ones).
 //
+// A READ or WRITE completes only when it moved every byte it addressed: GOOD with a residual is
+// a kIoError naming the shortfall, never a short success.
+//
 // Errors carry the failing command and the decoded sense; their codes map to errno values
 // (ErrnoFor): kIoError → EIO, kNoSpace → ENOSPC, kReadOnly → EPERM, kInvalidArgument → EINVAL,
 // kNotSupported → EOPNOTSUPP.

@@ -31,7 +31,7 @@ Result<std::vector<uint8_t>> Vpd(Session& s, uint64_t lun, uint8_t page) {
   scsi::Inquiry(t, buf.data(), static_cast<uint16_t>(buf.size()), true, page);
   Status st = Run(s, t, lun);
   if (!st.ok()) return st;
-  buf.resize(t.transfer_length - (t.residual_underflow ? t.residual : 0));
+  buf.resize(TransferredBytes(t));
   return buf;
 }
 
@@ -43,7 +43,7 @@ Result<std::vector<uint64_t>> ReportLuns(Session& session) {
   scsi::ReportLuns(t, buf.data(), static_cast<uint32_t>(buf.size()));
   Status st = Run(session, t, 0);
   if (!st.ok()) return st;
-  buf.resize(t.transfer_length - (t.residual_underflow ? t.residual : 0));
+  buf.resize(TransferredBytes(t));
   return scsi::ParseReportLuns(buf);
 }
 
@@ -81,8 +81,7 @@ Result<LunInfo> ProbeLun(Session& s, uint64_t lun) {
     Task t;
     scsi::Inquiry(t, inq.data(), inq.size());
     ISER_RETURN_IF_ERROR(Run(s, t, lun));
-    Result<scsi::StandardInquiry> q = scsi::ParseStandardInquiry(
-        {inq.data(), inq.size() - (t.residual_underflow ? t.residual : 0)});
+    Result<scsi::StandardInquiry> q = scsi::ParseStandardInquiry({inq.data(), TransferredBytes(t)});
     if (!q.ok()) return q.status();
     if (q->peripheral_qualifier != 0) {
       return Status::NotFound("LUN " + std::to_string(lun) +

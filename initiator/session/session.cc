@@ -44,6 +44,16 @@ const char* RejectReasonName(uint8_t reason) {
   return "unknown reason";
 }
 
+// An underflow residual counts bytes of the Expected Data Transfer Length that did not move: one
+// larger than that length is no count at all, and nothing may be computed from it.
+Status CheckResidual(const Task& t) {
+  if (!t.residual_underflow || t.residual <= t.transfer_length) return Status::OK();
+  return Status::ProtocolError("the target reported an underflow residual of " +
+                               std::to_string(t.residual) +
+                               " bytes for a command whose Expected Data Transfer Length is " +
+                               std::to_string(t.transfer_length));
+}
+
 }  // namespace
 
 Session::Session(const SessionOptions& options)
@@ -224,10 +234,19 @@ void Session::Dispatch() {
       }
     }
   }
-  while (pending_head_ && !free_slots_.empty() && window_.Open()) {
-    Task* t = pending_head_;
-    pending_head_ = t->next;
-    if (!pending_head_) pending_tail_ = nullptr;
+  // A command to a LUN that is being reset waits for the reset: the reset must not end it
+  // (it came after), and it must not run before the tasks the reset ended are sent again.
+  Task* held_after = nullptr;  // the last task left in the queue
+  Task** link = &pending_head_;
+  while (*link && !free_slots_.empty() && window_.Open()) {
+    Task* t = *link;
+    if (!tmfs_.empty() && LunBeingReset(t->lun)) {
+      held_after = t;
+      link = &t->next;
+      continue;
+    }
+    *link = t->next;
+    if (pending_tail_ == t) pending_tail_ = held_after;
     SendTask(t);
   }
   if (logout_requested_ && !logout_sent_ && pending_head_ == nullptr && delayed_.empty() &&
@@ -294,6 +313,8 @@ Task* Session::LookupTask(uint32_t itt) const {
 }
 
 void Session::Release(Task* t) {
+  // First, so that no transport access to the task's buffer survives its slot.
+  dm_->Retire(t);
   const uint32_t slot = t->itt & (kSlots - 1);
   slots_[slot] = nullptr;
   slot_abort_[slot] = 0;
@@ -327,9 +348,7 @@ void Session::Finish(Task* t) {
 void Session::CountCompleted(const Task& t) {
   commands_.fetch_add(1, std::memory_order_relaxed);
   if (t.scsi_status != scsi_status::kGood || t.direction == DataDirection::kNone) return;
-  const uint64_t moved = t.residual_underflow
-                             ? t.transfer_length - std::min(t.residual, t.transfer_length)
-                             : t.transfer_length;
+  const uint64_t moved = TransferredBytes(t);
   (t.direction == DataDirection::kRead ? bytes_read_ : bytes_written_)
       .fetch_add(moved, std::memory_order_relaxed);
 }
@@ -374,6 +393,13 @@ Status Session::PlaceDataIn(const Bhs& bhs, uint8_t** destination) {
     return Status::ProtocolError("Data-In at offset " + std::to_string(offset) + " length " +
                                  std::to_string(len) + " beyond the expected transfer length " +
                                  std::to_string(t->transfer_length));
+  }
+  // DataPDUInOrder and DataSequenceInOrder are Yes (we offer Yes and both are ORed): each Data-In
+  // continues where the last ended, so that the bytes counted are the bytes covered.
+  if (len > 0 && offset != t->data_in_bytes) {
+    return Status::ProtocolError("Data-In at buffer offset " + std::to_string(offset) +
+                                 ", expected " + std::to_string(t->data_in_bytes) +
+                                 " (the data must arrive in order; ITT " + HexTag(t->itt) + ")");
   }
   *destination = t->buffer + offset;
   return Status::OK();
@@ -437,12 +463,15 @@ void Session::HandleScsiResponse(const Bhs& bhs, std::span<const uint8_t> data) 
   t->residual_overflow = bhs.flags() & kResidualOverflow;
   t->residual_underflow = bhs.flags() & kResidualUnderflow;
   if (t->residual_overflow || t->residual_underflow) t->residual = bhs.u32(bhs::kResidualCount);
+  if (Status bad = CheckResidual(*t); !bad.ok()) {
+    t->status = bad;
+    Complete(t);
+    return;
+  }
   // Only where Data-In PDUs carry the data can the session tell a short read from a lie.
   if (t->direction == DataDirection::kRead && t->scsi_status == 0 &&
       dm_->data_in_accounting() == DataInAccounting::kCountedFromPdus) {
-    const uint32_t expected =
-        t->transfer_length -
-        (t->residual_underflow ? std::min(t->residual, t->transfer_length) : 0);
+    const uint32_t expected = TransferredBytes(*t);
     if (t->data_in_bytes < expected) {
       // A target that claims data it never sent cannot be trusted with the next command.
       const Status lie = Status::ProtocolError("the target reported success but sent " +
@@ -482,8 +511,12 @@ void Session::HandleDataIn(const Bhs& bhs, std::span<const uint8_t> data) {
   t->residual_overflow = bhs.flags() & kResidualOverflow;
   t->residual_underflow = bhs.flags() & kResidualUnderflow;
   if (t->residual_overflow || t->residual_underflow) t->residual = bhs.u32(bhs::kResidualCount);
-  const uint32_t expected =
-      t->transfer_length - (t->residual_underflow ? std::min(t->residual, t->transfer_length) : 0);
+  if (Status bad = CheckResidual(*t); !bad.ok()) {
+    t->status = bad;
+    Complete(t);
+    return;
+  }
+  const uint32_t expected = TransferredBytes(*t);
   if (t->scsi_status == 0 && t->data_in_bytes < expected) {
     const Status lie = Status::ProtocolError("the target reported success but sent " +
                                              std::to_string(t->data_in_bytes) + " of " +

@@ -12,7 +12,11 @@
 // unsolicited data per FirstBurstLength, R2T → Data-Out, Data-In with phase-collapsed status,
 // residuals and sense, NOP-In/NOP-Out in both directions with a keepalive timeout, Async
 // Messages, Rejects, Task Management (ABORT TASK and LOGICAL UNIT RESET for a command past
-// command_timeout) and Logout; SCSI outcomes that mean "try again" are retried (scsi_retry.h).
+// command_timeout; a LUN reset holds the LUN's later commands until it is answered, and only the
+// tasks it covered are sent again) and Logout; SCSI outcomes that mean "try again" are retried
+// (scsi_retry.h). However a sent task ends, the datamover retires it (Datamover::Retire) before
+// its ITT is reused or it completes. An underflow residual larger than the transfer length fails
+// the task; Data-In must arrive in order.
 //
 // Recovery at ErrorRecoveryLevel 0 (docs/recovery.md): when the connection is lost, whatever the
 // cause, the recovery thread shuts it down (so an iSER connection's STags are revoked before any
@@ -150,6 +154,14 @@ class Session final : private DatamoverEvents {
   // Task management (task_management.cc), I/O thread: command_timeout's escalation.
   void CheckCommandTimeouts(Clock::time_point now);
   void SendTaskManagement(uint8_t function, uint64_t lun, Task* referenced);
+  // Sends a LOGICAL UNIT RESET unless one to the LUN is outstanding; the LUN's tasks in flight
+  // are the ones it covers, and the LUN's other commands wait until it is answered.
+  void StartLunReset(uint64_t lun);
+  // A LOGICAL UNIT RESET to this LUN is outstanding.
+  bool LunBeingReset(uint64_t lun) const;
+  // No longer waits for the answer to this function: an answer that still comes is late, not a
+  // protocol error.
+  void ForgetTaskManagement(uint32_t itt);
   void HandleTaskManagementResponse(const Bhs& bhs);
   // The task was aborted by the target: it is sent again, or fails once it has been aborted too
   // often.
@@ -220,6 +232,7 @@ class Session final : private DatamoverEvents {
     Clock::time_point sent_at;
   };
   std::vector<TaskManagement> tmfs_;
+  std::vector<uint32_t> late_tmf_itts_;  // ForgetTaskManagement's, oldest first, bounded
   uint32_t control_itt_ = 0;
   Clock::time_point connected_at_;
   Clock::time_point last_receive_;

@@ -18,6 +18,9 @@ constexpr size_t kReferencedTaskTag = 20;
 constexpr size_t kRefCmdSN = 32;
 // Times a command is aborted and sent again before its timeout is its answer.
 constexpr uint8_t kMaxAborts = 2;
+// Answers to functions we stopped waiting for that are still welcome: far more than the aborts
+// one timeout round can send.
+constexpr size_t kLateAnswers = 2048;
 
 const char* FunctionName(uint8_t function) {
   return function == kAbortTask ? "ABORT TASK" : "LOGICAL UNIT RESET";
@@ -48,6 +51,25 @@ void Session::SendTaskManagement(uint8_t function, uint64_t lun, Task* reference
   dm_->SendControl(b, {});
 }
 
+bool Session::LunBeingReset(uint64_t lun) const {
+  return std::any_of(tmfs_.begin(), tmfs_.end(), [&](const TaskManagement& m) {
+    return m.function == kLogicalUnitReset && m.lun == lun;
+  });
+}
+
+void Session::StartLunReset(uint64_t lun) {
+  if (LunBeingReset(lun)) return;
+  SendTaskManagement(kLogicalUnitReset, lun, nullptr);
+  for (uint32_t s = 1; s < kSlots; ++s) {
+    if (slots_[s] && slots_[s]->lun == lun) slot_abort_[s] = kLogicalUnitReset;
+  }
+}
+
+void Session::ForgetTaskManagement(uint32_t itt) {
+  if (late_tmf_itts_.size() == kLateAnswers) late_tmf_itts_.erase(late_tmf_itts_.begin());
+  late_tmf_itts_.push_back(itt);
+}
+
 void Session::CheckCommandTimeouts(Clock::time_point now) {
   const std::chrono::milliseconds timeout = options_.command_timeout;
   std::vector<uint64_t> reset_luns;
@@ -67,19 +89,12 @@ void Session::CheckCommandTimeouts(Clock::time_point now) {
     Log(LogLevel::kWarning, Describe() + ": no answer to ABORT TASK within " + SecondsText(limit) +
                                 "; resetting LUN " + std::to_string(m.lun));
     tmfs_.erase(tmfs_.begin() + static_cast<ptrdiff_t>(i));
+    ForgetTaskManagement(m.itt);
     if (std::find(reset_luns.begin(), reset_luns.end(), m.lun) == reset_luns.end()) {
       reset_luns.push_back(m.lun);
     }
   }
-  for (uint64_t lun : reset_luns) {
-    const bool pending = std::any_of(tmfs_.begin(), tmfs_.end(), [&](const TaskManagement& m) {
-      return m.function == kLogicalUnitReset && m.lun == lun;
-    });
-    if (!pending) SendTaskManagement(kLogicalUnitReset, lun, nullptr);
-    for (uint32_t s = 1; s < kSlots; ++s) {
-      if (slots_[s] && slots_[s]->lun == lun) slot_abort_[s] = kLogicalUnitReset;
-    }
-  }
+  for (uint64_t lun : reset_luns) StartLunReset(lun);
   for (uint32_t s = 1; s < kSlots; ++s) {
     Task* t = slots_[s];
     if (t == nullptr || slot_abort_[s] != 0 || now - slot_sent_at_[s] <= timeout) continue;
@@ -110,8 +125,17 @@ void Session::HandleTaskManagementResponse(const Bhs& bhs) {
   const auto it = std::find_if(tmfs_.begin(), tmfs_.end(),
                                [&](const TaskManagement& m) { return m.itt == bhs.itt(); });
   if (it == tmfs_.end()) {
-    ProtocolFailure("Task Management Function Response for unknown ITT " +
-                    std::to_string(bhs.itt()));
+    const auto late = std::find(late_tmf_itts_.begin(), late_tmf_itts_.end(), bhs.itt());
+    if (late == late_tmf_itts_.end()) {
+      ProtocolFailure("Task Management Function Response for unknown ITT " + HexTag(bhs.itt()));
+      return;
+    }
+    // A slow target's answer to a function we stopped waiting for (it timed out, or a LUN reset
+    // covered it): what it ended has been dealt with since.
+    late_tmf_itts_.erase(late);
+    UpdateSequence(bhs, true);
+    Log(LogLevel::kDebug, Describe() + ": late Task Management answer (ITT " + HexTag(bhs.itt()) +
+                              ", response " + std::to_string(bhs.b[2]) + ") ignored");
     return;
   }
   UpdateSequence(bhs, true);
@@ -128,10 +152,7 @@ void Session::HandleTaskManagementResponse(const Bhs& bhs) {
     Log(LogLevel::kWarning, Describe() + " answered ABORT TASK with response " +
                                 std::to_string(response) + "; resetting LUN " +
                                 std::to_string(m.lun));
-    const bool pending = std::any_of(tmfs_.begin(), tmfs_.end(), [&](const TaskManagement& x) {
-      return x.function == kLogicalUnitReset && x.lun == m.lun;
-    });
-    if (!pending) SendTaskManagement(kLogicalUnitReset, m.lun, nullptr);
+    StartLunReset(m.lun);
     return;
   }
   if (response != 0) {
@@ -140,11 +161,24 @@ void Session::HandleTaskManagementResponse(const Bhs& bhs) {
                                std::to_string(response) + ": dropping the connection to recover"));
     return;
   }
-  // The reset ended every task of the LUN: their answers, and those of their aborts, will never
-  // come.
-  std::erase_if(tmfs_, [&](const TaskManagement& x) { return x.lun == m.lun; });
+  // The reset ended the tasks the LUN had when it was sent (commands to the LUN have waited
+  // since): their answers will never come, and those of their aborts are late if they do.
+  std::erase_if(tmfs_, [&](const TaskManagement& x) {
+    if (x.lun != m.lun) return false;
+    ForgetTaskManagement(x.itt);
+    return true;
+  });
+  std::vector<Task*> covered;
   for (uint32_t s = 1; s < kSlots; ++s) {
-    if (slots_[s] && slots_[s]->lun == m.lun) RetryAborted(slots_[s], "ended by a LUN reset");
+    if (slots_[s] && slots_[s]->lun == m.lun && slot_abort_[s] == kLogicalUnitReset) {
+      covered.push_back(slots_[s]);
+    }
+  }
+  std::sort(covered.begin(), covered.end(),
+            [](const Task* a, const Task* b) { return SerialLess(a->cmdsn, b->cmdsn); });
+  // Each goes to the front of the queue: the last first, so that they keep their order.
+  for (auto t = covered.rbegin(); t != covered.rend(); ++t) {
+    RetryAborted(*t, "ended by a LUN reset");
   }
 }
 

@@ -14,6 +14,7 @@
 // submitter noticing. Nothing in the Task refers to a connection.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 
 #include "initiator/base/status.h"
@@ -63,5 +64,12 @@ struct Task {
   uint8_t aborts = 0;              // times aborted after command_timeout and sent again
   Task* next = nullptr;            // intrusive queue link
 };
+
+// The bytes the command moved by the target's account: the Expected Data Transfer Length less an
+// underflow residual (the session fails a command whose underflow exceeds that length).
+inline uint32_t TransferredBytes(const Task& t) {
+  return t.residual_underflow ? t.transfer_length - std::min(t.residual, t.transfer_length)
+                              : t.transfer_length;
+}
 
 }  // namespace iser

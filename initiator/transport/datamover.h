@@ -107,6 +107,12 @@ class Datamover {
   virtual void SendDataOut(Task* task, uint32_t ttt, uint32_t offset, uint32_t length) = 0;
   // NOP-Out, Logout, TMF, Text: the header and data are copied.
   virtual void SendControl(const Bhs& bhs, std::span<const uint8_t> data) = 0;
+  // The task is over on this connection, however it ended: a SCSI Response, a Reject, an abort
+  // or LUN reset the target answered, a timeout, or before it is sent again. Whatever the
+  // transport let the target reach for it ends now (iSER: its STag is revoked), before its ITT
+  // is reused or its buffer handed back. Called on the I/O thread (or once that thread has
+  // stopped); a task the transport already retired, or never exposed, is no error.
+  virtual void Retire(Task* task) { (void)task; }
   // Fails the connection from the I/O thread (e.g. a keepalive timeout): closes it and reports
   // OnConnectionError with this status.
   virtual void Abort(const Status& status) = 0;

@@ -201,3 +201,14 @@ bool mw_remote_invalidate(Qp* qp, uint32_t rkey) {
 }
 
 }  // namespace softrdma
+
+extern "C" int softrdma_remote_keys() {
+  constexpr int kRemote =
+      IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_ATOMIC;
+  std::lock_guard g(softrdma::keys().mu);
+  int n = 0;
+  for (const auto& [index, owner] : softrdma::keys().by_index) {
+    if ((owner.mr && (owner.mr->access & kRemote)) || (owner.mw && owner.mw->mr)) ++n;
+  }
+  return n;
+}

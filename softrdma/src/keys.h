@@ -41,3 +41,8 @@ ibv_wc_status mw_local_invalidate(Qp* qp, uint32_t rkey);
 bool mw_remote_invalidate(Qp* qp, uint32_t rkey);
 
 }  // namespace softrdma
+
+// For tests: how many live keys grant remote access now (MRs registered with a remote access
+// right, and memory windows bound), across every PD of the process. An initiator that revokes
+// each command's access when the command ends returns to its count before the command.
+extern "C" int softrdma_remote_keys();

@@ -72,6 +72,7 @@ class FakeDatamover final : public Datamover {
     p.unsolicited_bytes = task->unsolicited_bytes;
     c_->sent_.push_back(std::move(p));
   }
+  void Retire(Task* task) override { c_->retired_.push_back(task->itt); }
   void SendDataOut(Task* task, uint32_t ttt, uint32_t offset, uint32_t length) override {
     SentPdu p;
     p.kind = SentPdu::Kind::kDataOut;

@@ -107,6 +107,8 @@ class FakeConnection {
   // The status the connection failed with (Abort or FailConnection); OK while it runs.
   const Status& failure() const { return failure_; }
   bool failed() const { return failed_; }
+  // The ITT of every task the session retired (Datamover::Retire), in order.
+  const std::vector<uint32_t>& retired() const { return retired_; }
   const ConnectionParams& connection_params() const { return params_; }
 
  private:
@@ -127,6 +129,7 @@ class FakeConnection {
   std::deque<std::function<void()>> posted_;
   std::deque<std::pair<Bhs, std::vector<uint8_t>>> login_responses_;
   std::vector<SentPdu> sent_;
+  std::vector<uint32_t> retired_;
   std::atomic<int> connects_{0};
   int wakes_ = 0;
   std::vector<std::string> portals_;

@@ -157,10 +157,15 @@ void FakeDisk::Answer(FakeTarget& t, uint32_t itt, FakeCommand cmd, uint32_t exp
   const uint8_t* cdb = cmd.cdb;
   std::vector<uint8_t> data;
   bool known = true;
+  uint32_t underflow = 0;
+  uint32_t overflow = 0;
   switch (cmd.opcode()) {
-    case op::kTestUnitReady:
     case op::kWrite10:
     case op::kWrite16:
+      underflow = std::min(short_by_.load(), expected);
+      overflow = long_by_;
+      break;
+    case op::kTestUnitReady:
     case op::kWriteSame16:
     case op::kUnmap:
     case op::kSynchronizeCache10:
@@ -168,7 +173,9 @@ void FakeDisk::Answer(FakeTarget& t, uint32_t itt, FakeCommand cmd, uint32_t exp
       break;
     case op::kRead10:
     case op::kRead16:
-      data.assign(expected, 0);
+      underflow = std::min(short_by_.load(), expected);
+      overflow = long_by_;
+      data.assign(expected - underflow, 0);
       break;
     case op::kInquiry:
       if (!(cdb[1] & 1)) {
@@ -226,16 +233,16 @@ void FakeDisk::Answer(FakeTarget& t, uint32_t itt, FakeCommand cmd, uint32_t exp
     commands_.push_back(cmd);
   }
   if (data.empty()) {
-    SendStatus(t, itt, 0x00, {});
+    SendStatus(t, itt, 0x00, {}, underflow, overflow);
   } else {
-    SendData(t, itt, data, expected);
+    SendData(t, itt, data, expected, overflow);
   }
 }
 
 // Data-In PDUs of at most 8 KiB; the last carries the status, and the residual if the data is
 // shorter than the initiator asked for.
 void FakeDisk::SendData(FakeTarget& t, uint32_t itt, const std::vector<uint8_t>& data,
-                        uint32_t expected) {
+                        uint32_t expected, uint32_t overflow) {
   const uint32_t total = std::min<uint32_t>(static_cast<uint32_t>(data.size()), expected);
   uint32_t offset = 0;
   uint32_t data_sn = 0;
@@ -248,6 +255,9 @@ void FakeDisk::SendData(FakeTarget& t, uint32_t itt, const std::vector<uint8_t>&
     if (last && total < expected) {
       flags |= kResidualUnderflow;
       din.set_u32(bhs::kResidualCount, expected - total);
+    } else if (last && overflow > 0) {
+      flags |= kResidualOverflow;
+      din.set_u32(bhs::kResidualCount, overflow);
     }
     din.set_flags(flags);
     din.set_u32(bhs::kDataSN, data_sn++);
@@ -259,10 +269,15 @@ void FakeDisk::SendData(FakeTarget& t, uint32_t itt, const std::vector<uint8_t>&
 }
 
 void FakeDisk::SendStatus(FakeTarget& t, uint32_t itt, uint8_t status,
-                          const std::vector<uint8_t>& sense) {
+                          const std::vector<uint8_t>& sense, uint32_t underflow,
+                          uint32_t overflow) {
   Bhs rsp =
       ResponseHeader(Opcode::kScsiResponse, itt, t.next_statsn(), exp_cmdsn_, exp_cmdsn_ + 63);
   rsp.b[3] = status;
+  if (underflow > 0 || overflow > 0) {
+    rsp.set_flags(kFinalBit | (underflow > 0 ? kResidualUnderflow : kResidualOverflow));
+    rsp.set_u32(bhs::kResidualCount, underflow > 0 ? underflow : overflow);
+  }
   std::vector<uint8_t> data;
   if (!sense.empty()) {  // SENSE LENGTH, then the sense data
     data.assign(2 + sense.size(), 0);

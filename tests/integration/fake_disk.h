@@ -57,17 +57,27 @@ class FakeDisk {
     blocks_ = blocks;
     capacity_changed_ = true;
   }
+  // From now on READ and WRITE end GOOD with this many bytes not transferred (an underflow
+  // residual): a READ sends that much less data, a WRITE's status carries the residual.
+  void ShortTransfers(uint32_t bytes) { short_by_ = bytes; }
+  // From now on READ and WRITE end GOOD with an overflow residual of this many bytes: the
+  // target would have moved more than the command's Expected Data Transfer Length.
+  void LongTransfers(uint32_t bytes) { long_by_ = bytes; }
 
  private:
   void Serve(FakeTarget& t);
   void Answer(FakeTarget& t, uint32_t itt, FakeCommand cmd, uint32_t expected);
-  void SendData(FakeTarget& t, uint32_t itt, const std::vector<uint8_t>& data, uint32_t expected);
-  void SendStatus(FakeTarget& t, uint32_t itt, uint8_t status, const std::vector<uint8_t>& sense);
+  void SendData(FakeTarget& t, uint32_t itt, const std::vector<uint8_t>& data, uint32_t expected,
+                uint32_t overflow = 0);
+  void SendStatus(FakeTarget& t, uint32_t itt, uint8_t status, const std::vector<uint8_t>& sense,
+                  uint32_t underflow = 0, uint32_t overflow = 0);
 
   const FakeDiskConfig config_;
   std::atomic<int> delay_ms_{0};
   std::atomic<uint64_t> blocks_;
   std::atomic<bool> capacity_changed_{false};
+  std::atomic<uint32_t> short_by_{0};
+  std::atomic<uint32_t> long_by_{0};
   uint32_t exp_cmdsn_ = 1;  // the login's CmdSN: the first command reuses it
   mutable std::mutex mu_;
   std::vector<FakeCommand> commands_;

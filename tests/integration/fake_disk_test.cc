@@ -116,6 +116,59 @@ TEST(FakeDiskBlockDevice, ACapacityChangeIsRetriedAndTheNewSizeShown) {
       << "a read past the old end is refused";
 }
 
+// GOOD with an underflow on a READ or WRITE means the target moved less than the command
+// addressed: the frontends must see an error naming the shortfall, never a full transfer (for a
+// READ, the uncovered bytes would be whatever the buffer held before).
+TEST(FakeDiskBlockDevice, AShortReadOrWriteIsAnErrorNamingTheResidual) {
+  FakeDisk disk;
+  Opened o = Open(disk);
+  ASSERT_TRUE(o.dev);
+  disk.ShortTransfers(512);
+  std::vector<uint8_t> buf(4096, 0xee);
+  Status read = o.dev->Read(0, buf.data(), buf.size());
+  EXPECT_EQ(read.code(), StatusCode::kIoError) << read.ToString();
+  EXPECT_NE(read.message().find("residual"), std::string::npos) << read.ToString();
+  EXPECT_NE(read.message().find("3584 of 4096"), std::string::npos) << read.ToString();
+  Status write = o.dev->Write(0, buf.data(), buf.size());
+  EXPECT_EQ(write.code(), StatusCode::kIoError) << write.ToString();
+  EXPECT_NE(write.message().find("residual"), std::string::npos) << write.ToString();
+
+  IoRequest req;
+  req.op = IoOp::kRead;
+  req.length = 4096;
+  req.buffer = buf.data();
+  struct Outcome {
+    Notification done;
+    Status status;
+  } async;
+  req.context = &async;
+  req.on_complete = [](IoRequest* r, const Status& st) {
+    auto* out = static_cast<Outcome*>(r->context);
+    out->status = st;
+    out->done.Notify();
+  };
+  o.dev->Submit(&req);
+  async.done.Wait();
+  EXPECT_EQ(async.status.code(), StatusCode::kIoError)
+      << "asynchronous READ: " << async.status.ToString();
+}
+
+// An overflow residual on a READ or WRITE: the target would have moved more than the command
+// addressed (its block size is not the one the LUN was opened with). Not a success either.
+TEST(FakeDiskBlockDevice, AnOverflowOnAReadOrWriteIsAnError) {
+  FakeDisk disk;
+  Opened o = Open(disk);
+  ASSERT_TRUE(o.dev);
+  disk.LongTransfers(4096);
+  std::vector<uint8_t> buf(4096);
+  Status read = o.dev->Read(0, buf.data(), buf.size());
+  EXPECT_EQ(read.code(), StatusCode::kIoError) << read.ToString();
+  EXPECT_NE(read.message().find("overflow"), std::string::npos) << read.ToString();
+  Status write = o.dev->Write(0, buf.data(), buf.size());
+  EXPECT_EQ(write.code(), StatusCode::kIoError) << write.ToString();
+  EXPECT_NE(write.message().find("overflow"), std::string::npos) << write.ToString();
+}
+
 TEST(FakeDiskBlockDevice, WriteZeroesWithUnmapAndFuaIsSynchronized) {
   FakeDisk disk;
   Opened o = Open(disk);

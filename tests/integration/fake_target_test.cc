@@ -10,6 +10,7 @@
 #include <semaphore>
 #include <thread>
 
+#include "initiator/block/lun_info.h"
 #include "initiator/scsi/commands.h"
 #include "initiator/session/session.h"
 #include "tests/integration/fake_target.h"
@@ -467,6 +468,126 @@ TEST(FakeTarget, SendTargetsContinuation) {
   EXPECT_EQ((*targets)[1].portals[0].portal.host, "::1");
   EXPECT_EQ((*targets)[1].portals[0].tpgt, 2);
   EXPECT_EQ(ttt_errors, 0);
+}
+
+// A Data-In PDU that repeats an offset leaves part of the buffer unwritten although the byte
+// count adds up: with DataPDUInOrder=Yes every Data-In must continue where the last one ended.
+TEST(FakeTarget, DataInRepeatingAnOffsetIsAProtocolError) {
+  Status st = ReadThroughFake([](FakeTarget& t) {
+    FakePdu cmd;
+    ASSERT_TRUE(t.Read(&cmd));
+    for (uint32_t sn = 0; sn < 2; ++sn) {
+      Bhs din =
+          ResponseHeader(Opcode::kDataIn, cmd.bhs.itt(), sn == 1 ? t.next_statsn() : 0, 2, 64);
+      din.set_flags(sn == 1 ? kFinalBit | kStatusBit : 0);
+      din.set_u32(bhs::kDataSN, sn);
+      din.set_u32(bhs::kBufferOffset, 0);
+      din.set_data_segment_length(2048);
+      t.Send(din, std::vector<uint8_t>(2048, 0x42));
+    }
+    FakePdu rest;
+    while (t.Read(&rest)) {
+    }
+  });
+  ExpectError(st, StatusCode::kProtocolError, "offset");
+}
+
+// An underflow residual larger than the Expected Data Transfer Length is a count of bytes that
+// were never asked for: nothing can be computed from it (REPORT LUNS once sized its answer by
+// it and died of bad_alloc).
+TEST(FakeTarget, AResidualPastTheTransferLengthIsAProtocolError) {
+  FakeTarget target({}, [](FakeTarget& t) {
+    FakePdu cmd;
+    while (t.Read(&cmd)) {
+      if (cmd.bhs.opcode() != Opcode::kScsiCommand) continue;
+      Bhs rsp = ResponseHeader(Opcode::kScsiResponse, cmd.bhs.itt(), t.next_statsn(),
+                               cmd.bhs.u32(bhs::kCmdSN) + 1, cmd.bhs.u32(bhs::kCmdSN) + 64);
+      rsp.set_flags(kFinalBit | kResidualUnderflow);
+      rsp.set_u32(bhs::kResidualCount, cmd.bhs.u32(bhs::kExpectedDataTransferLength) + 4096);
+      t.Send(rsp);
+    }
+  });
+  Result<std::unique_ptr<Session>> s = Session::Open(OptionsFor(target));
+  ASSERT_TRUE(s.ok()) << s.status().ToString();
+  std::shared_ptr<Session> session = std::move(*s);
+  Result<std::vector<uint64_t>> luns = ReportLuns(*session);
+  ASSERT_FALSE(luns.ok());
+  ExpectError(luns.status(), StatusCode::kProtocolError, "residual");
+  EXPECT_NE(luns.status().message().find("REPORT LUNS"), std::string::npos)
+      << luns.status().ToString();
+}
+
+// command_timeout's three endings against a target that sits on READs, over TCP: an ABORT TASK
+// answered (the READ is sent again and only its second answer counts), an ABORT TASK refused and
+// the LUN reset (the READ it covered is sent again once), and every abort answered but never the
+// READ (it fails with a timeout and its buffer holds nothing of the target's).
+TEST(FakeTarget, AbortLunResetAndTimeoutEachEndTheReadOnce) {
+  auto answer_tmf = [](FakeTarget& t, const FakePdu& tmf, uint8_t response) {
+    Bhs r = ResponseHeader(Opcode::kTaskMgmtResponse, tmf.bhs.itt(), t.next_statsn(),
+                           tmf.bhs.u32(bhs::kCmdSN), tmf.bhs.u32(bhs::kCmdSN) + 63);
+    r.b[2] = response;
+    t.Send(r);
+  };
+  auto next = [](FakeTarget& t, Opcode op, FakePdu* pdu) {
+    while (t.Read(pdu)) {
+      if (pdu->bhs.opcode() == op) return true;
+    }
+    return false;
+  };
+  auto send_data = [](FakeTarget& t, const FakePdu& cmd, uint8_t fill) {
+    Bhs din = ResponseHeader(Opcode::kDataIn, cmd.bhs.itt(), t.next_statsn(),
+                             cmd.bhs.u32(bhs::kCmdSN) + 1, cmd.bhs.u32(bhs::kCmdSN) + 64);
+    din.set_flags(kFinalBit | kStatusBit);
+    din.set_data_segment_length(4096);
+    t.Send(din, std::vector<uint8_t>(4096, fill));
+  };
+  FakeTarget target({}, [&](FakeTarget& t) {
+    FakePdu cmd, tmf;
+    // READ 1: aborted, then answered.
+    if (!next(t, Opcode::kScsiCommand, &cmd) || !next(t, Opcode::kTaskMgmtRequest, &tmf)) return;
+    EXPECT_EQ(tmf.bhs.flags() & 0x7f, 1);
+    answer_tmf(t, tmf, 0);
+    if (!next(t, Opcode::kScsiCommand, &cmd)) return;
+    send_data(t, cmd, 0x21);
+    // READ 2: the abort refused, the LUN reset, then answered.
+    if (!next(t, Opcode::kScsiCommand, &cmd) || !next(t, Opcode::kTaskMgmtRequest, &tmf)) return;
+    answer_tmf(t, tmf, 255);
+    if (!next(t, Opcode::kTaskMgmtRequest, &tmf)) return;
+    EXPECT_EQ(tmf.bhs.flags() & 0x7f, 5);
+    answer_tmf(t, tmf, 0);
+    if (!next(t, Opcode::kScsiCommand, &cmd)) return;
+    send_data(t, cmd, 0x31);
+    // READ 3: never answered.
+    for (int round = 0; round < 3; ++round) {
+      if (!next(t, Opcode::kTaskMgmtRequest, &tmf)) return;
+      answer_tmf(t, tmf, 0);
+    }
+    FakePdu rest;
+    while (t.Read(&rest)) {
+    }
+  });
+  SessionOptions o = OptionsFor(target);
+  o.command_timeout = std::chrono::seconds(1);
+  o.nop_interval = std::chrono::milliseconds(0);
+  Result<std::unique_ptr<Session>> s = Session::Open(o);
+  ASSERT_TRUE(s.ok()) << s.status().ToString();
+  auto read = [&](std::vector<uint8_t>* buf) {
+    buf->assign(4096, 0xee);
+    Task t;
+    scsi::Read(t, 0, 8, buf->data(), 4096);
+    t.lun = 1;
+    (*s)->Execute(&t);
+    return scsi::TaskStatus(t, "READ");
+  };
+  std::vector<uint8_t> buf;
+  ASSERT_TRUE(read(&buf).ok());
+  EXPECT_EQ(buf, std::vector<uint8_t>(4096, 0x21));
+  ASSERT_TRUE(read(&buf).ok());
+  EXPECT_EQ(buf, std::vector<uint8_t>(4096, 0x31));
+  Status timed_out = read(&buf);
+  EXPECT_EQ(timed_out.code(), StatusCode::kTimeout) << timed_out.ToString();
+  EXPECT_EQ(buf, std::vector<uint8_t>(4096, 0xee));
+  EXPECT_TRUE((*s)->healthy()) << "a command's endings cost the connection";
 }
 
 }  // namespace

@@ -4,12 +4,16 @@
 // necessity) does. The RDMA checks happen in softrdma exactly where a NIC makes them: at our side,
 // against the STags we advertised; the target sees a remote access error, our memory is not
 // touched, and the session fails the I/O with a clear error instead of hanging.
+#include <dlfcn.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstring>
+#include <thread>
 
+#include "initiator/block/lun_info.h"
 #include "initiator/scsi/commands.h"
 #include "initiator/session/session.h"
 #include "initiator/transport/iser/iser_header.h"
@@ -62,6 +66,52 @@ Status ReadBytes(Session& s, std::vector<uint8_t>* buf, uint32_t bytes = 4096) {
   return scsi::TaskStatus(t, "READ");
 }
 
+// softrdma's count of the keys in this process that grant remote access (keys.h); -1, and a
+// failure, when the tests do not run under softrdma.
+int RemoteKeys() {
+  using Count = int (*)();
+  static const auto count = reinterpret_cast<Count>(dlsym(RTLD_DEFAULT, "softrdma_remote_keys"));
+  if (count == nullptr) {
+    ADD_FAILURE()
+        << "softrdma_remote_keys not found: run under softrdma (tests/harness/iser-netns)";
+    return -1;
+  }
+  return count();
+}
+
+// The count once the unsignaled invalidations posted last have run (bounded wait).
+int RemoteKeysSettledAt(int expected) {
+  int n = RemoteKeys();
+  for (int i = 0; i < 200 && n != expected; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    n = RemoteKeys();
+  }
+  return n;
+}
+
+// A READ that failed holds no byte the target sent: the poison the test filled it with, or the
+// zeroes a read buffer registered directly starts with.
+bool HoldsNoTargetBytes(const std::vector<uint8_t>& buf) {
+  return std::all_of(buf.begin(), buf.end(), [](uint8_t b) { return b == 0xee || b == 0; });
+}
+
+// Reads the PDUs the initiator sends until a Task Management Function Request; false if the
+// connection ends first.
+bool ReadTaskManagement(FakeIserTarget& t, FakePdu* tmf) {
+  while (t.Read(tmf)) {
+    if (tmf->bhs.opcode() == Opcode::kTaskMgmtRequest) return true;
+  }
+  return false;
+}
+
+// Answers a Task Management request with this response (0: function complete).
+void AnswerTaskManagement(FakeIserTarget& t, const FakePdu& tmf, uint8_t response) {
+  Bhs answer = ResponseHeader(Opcode::kTaskMgmtResponse, tmf.bhs.itt(), t.next_statsn(),
+                              tmf.bhs.u32(bhs::kCmdSN), tmf.bhs.u32(bhs::kCmdSN) + 63);
+  answer.b[2] = response;
+  t.Send(answer);
+}
+
 // Small commands go through pre-registered slots, large ones through the caller's buffer
 // registered for the command: both must hold.
 class IserPeerSize : public ::testing::TestWithParam<uint32_t> {};
@@ -92,7 +142,7 @@ TEST_P(IserPeerSize, StaleStagIsRefusedAfterTheResponse) {
   EXPECT_EQ(stale, IBV_WC_REM_ACCESS_ERR) << "the first READ's STag still worked";
   EXPECT_FALSE(st.ok());
   EXPECT_EQ(buf, std::vector<uint8_t>(n, 0x11)) << "a completed READ's data changed";
-  EXPECT_EQ(second, std::vector<uint8_t>(n, 0xee)) << "a failed READ delivered data";
+  EXPECT_TRUE(HoldsNoTargetBytes(second)) << "a failed READ delivered data";
 }
 
 TEST_P(IserPeerSize, WriteBeyondTheAdvertisedLengthIsRefused) {
@@ -113,7 +163,7 @@ TEST_P(IserPeerSize, WriteBeyondTheAdvertisedLengthIsRefused) {
   ASSERT_FALSE(st.ok());
   EXPECT_EQ(st.code(), StatusCode::kConnectionFailed) << st.ToString();
   EXPECT_NE(st.message().find("127.0.0.1:3260"), std::string::npos) << st.ToString();
-  EXPECT_EQ(buf, std::vector<uint8_t>(n, 0xee));
+  EXPECT_TRUE(HoldsNoTargetBytes(buf));
 }
 
 TEST_P(IserPeerSize, WriteBufferIsReadOnlyToTheTarget) {
@@ -146,8 +196,203 @@ TEST_P(IserPeerSize, WriteBufferIsReadOnlyToTheTarget) {
   EXPECT_EQ(data, original);
 }
 
+// A READ answered GOOD without a byte written: the caller gets zeroes, not what the slot or its
+// own buffer held before (another command's, another LUN's, another target's data).
+TEST_P(IserPeerSize, AReadAnsweredGoodWithoutDataReturnsZeroes) {
+  const uint32_t n = GetParam();
+  FakeIserTarget target(kPort, FakeIserTarget::IserLogin(), [&](FakeIserTarget& t) {
+    FakePdu cmd;
+    if (!t.Read(&cmd)) return;
+    t.RdmaWrite(t.last_stags().read_stag, t.last_stags().read_va, std::vector<uint8_t>(n, 0x5a));
+    t.Send(GoodResponse(t, cmd));
+    if (!t.Read(&cmd)) return;
+    t.Send(GoodResponse(t, cmd));
+  });
+  auto s = Open(target);
+  ASSERT_TRUE(s);
+  std::vector<uint8_t> buf;
+  ASSERT_TRUE(ReadBytes(*s, &buf, n).ok());
+  ASSERT_EQ(buf, std::vector<uint8_t>(n, 0x5a));
+  ASSERT_TRUE(ReadBytes(*s, &buf, n).ok());
+  target.Join();
+  EXPECT_EQ(buf, std::vector<uint8_t>(n, 0)) << "bytes the target never sent were returned";
+}
+
+// command_timeout aborts a READ the target sits on; the target answers the ABORT TASK, and the
+// READ is sent again under a new ITT. The first STag must be dead by then: a target that still
+// writes through it gets a remote access error, and the data the caller gets is the second
+// command's.
+TEST_P(IserPeerSize, AnAbortedCommandsStagIsRevokedBeforeItIsSentAgain) {
+  const uint32_t n = GetParam();
+  std::atomic<int> stale{-1};
+  std::atomic<int> keys_after_abort{-1};
+  FakeIserTarget target(kPort, FakeIserTarget::IserLogin(), [&](FakeIserTarget& t) {
+    FakePdu first;
+    if (!t.Read(&first)) return;
+    const test::IserStags old = t.last_stags();
+    FakePdu tmf;
+    if (!t.Read(&tmf)) return;
+    EXPECT_EQ(tmf.bhs.opcode(), Opcode::kTaskMgmtRequest);
+    EXPECT_EQ(tmf.bhs.flags() & 0x7f, 1) << "ABORT TASK";
+    Bhs answer = ResponseHeader(Opcode::kTaskMgmtResponse, tmf.bhs.itt(), t.next_statsn(),
+                                first.bhs.u32(bhs::kCmdSN) + 1, first.bhs.u32(bhs::kCmdSN) + 64);
+    t.Send(answer);
+    FakePdu again;
+    if (!t.Read(&again)) return;
+    EXPECT_EQ(again.bhs.opcode(), Opcode::kScsiCommand);
+    EXPECT_NE(again.bhs.itt(), first.bhs.itt());
+    const test::IserStags fresh = t.last_stags();
+    EXPECT_EQ(t.RdmaWrite(fresh.read_stag, fresh.read_va, std::vector<uint8_t>(n, 0x21)),
+              IBV_WC_SUCCESS);
+    t.Send(GoodResponse(t, again));
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));  // the caller checks its data
+    keys_after_abort = RemoteKeys();
+    stale = t.RdmaWrite(old.read_stag, old.read_va, std::vector<uint8_t>(n, 0x66));
+  });
+  SessionOptions o = IserOptions();
+  o.command_timeout = std::chrono::seconds(1);
+  o.nop_interval = std::chrono::milliseconds(0);  // the target reads nothing but the commands
+  EXPECT_EQ(target.error(), "");
+  Result<std::unique_ptr<Session>> s = Session::Open(o);
+  ASSERT_TRUE(s.ok()) << s.status().ToString();
+  const int baseline = RemoteKeys();
+  std::vector<uint8_t> buf;
+  ASSERT_TRUE(ReadBytes(**s, &buf, n).ok());
+  EXPECT_EQ(buf, std::vector<uint8_t>(n, 0x21));
+  EXPECT_EQ(RemoteKeysSettledAt(baseline), baseline) << "a registration outlived its command";
+  target.Join();
+  EXPECT_EQ(stale, IBV_WC_REM_ACCESS_ERR) << "the aborted command's STag still worked";
+  EXPECT_EQ(buf, std::vector<uint8_t>(n, 0x21)) << "the caller's data changed after completion";
+}
+
+// The target refuses the ABORT TASK, resets the LUN and answers the reset: the READ it covered is
+// sent again under a new STag, and none of the reset's commands keeps a registration.
+TEST_P(IserPeerSize, ALunResetRevokesTheStagsOfTheTasksItEnded) {
+  const uint32_t n = GetParam();
+  std::atomic<int> stale{-1};
+  FakeIserTarget target(kPort, FakeIserTarget::IserLogin(), [&](FakeIserTarget& t) {
+    FakePdu first;
+    if (!t.Read(&first)) return;
+    const test::IserStags old = t.last_stags();
+    FakePdu tmf;
+    if (!ReadTaskManagement(t, &tmf)) return;
+    EXPECT_EQ(tmf.bhs.flags() & 0x7f, 1) << "ABORT TASK";
+    AnswerTaskManagement(t, tmf, 255);  // rejected
+    if (!ReadTaskManagement(t, &tmf)) return;
+    EXPECT_EQ(tmf.bhs.flags() & 0x7f, 5) << "LOGICAL UNIT RESET";
+    AnswerTaskManagement(t, tmf, 0);
+    FakePdu again;
+    if (!t.Read(&again)) return;
+    EXPECT_EQ(again.bhs.opcode(), Opcode::kScsiCommand);
+    t.RdmaWrite(t.last_stags().read_stag, t.last_stags().read_va, std::vector<uint8_t>(n, 0x31));
+    t.Send(GoodResponse(t, again));
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));  // the caller checks its data
+    stale = t.RdmaWrite(old.read_stag, old.read_va, std::vector<uint8_t>(n, 0x66));
+  });
+  SessionOptions o = IserOptions();
+  o.command_timeout = std::chrono::seconds(1);
+  o.nop_interval = std::chrono::milliseconds(0);
+  EXPECT_EQ(target.error(), "");
+  Result<std::unique_ptr<Session>> s = Session::Open(o);
+  ASSERT_TRUE(s.ok()) << s.status().ToString();
+  const int baseline = RemoteKeys();
+  std::vector<uint8_t> buf;
+  ASSERT_TRUE(ReadBytes(**s, &buf, n).ok());
+  EXPECT_EQ(buf, std::vector<uint8_t>(n, 0x31));
+  EXPECT_EQ(RemoteKeysSettledAt(baseline), baseline) << "a registration outlived its command";
+  target.Join();
+  EXPECT_EQ(stale, IBV_WC_REM_ACCESS_ERR) << "the reset command's first STag still worked";
+}
+
+// A READ the target never answers, though it answers every ABORT TASK: after its third abort the
+// READ fails with a timeout, holding nothing, and no registration of any of its three tries is
+// left.
+TEST_P(IserPeerSize, ACommandThatTimesOutForGoodLeavesNoRegistration) {
+  const uint32_t n = GetParam();
+  FakeIserTarget target(kPort, FakeIserTarget::IserLogin(), [&](FakeIserTarget& t) {
+    for (int round = 0; round < 3; ++round) {
+      FakePdu tmf;
+      if (!ReadTaskManagement(t, &tmf)) return;
+      AnswerTaskManagement(t, tmf, 0);
+    }
+  });
+  SessionOptions o = IserOptions();
+  o.command_timeout = std::chrono::seconds(1);
+  o.nop_interval = std::chrono::milliseconds(0);
+  EXPECT_EQ(target.error(), "");
+  Result<std::unique_ptr<Session>> s = Session::Open(o);
+  ASSERT_TRUE(s.ok()) << s.status().ToString();
+  const int baseline = RemoteKeys();
+  std::vector<uint8_t> buf;
+  Status st = ReadBytes(**s, &buf, n);
+  target.Join();
+  EXPECT_EQ(st.code(), StatusCode::kTimeout) << st.ToString();
+  EXPECT_TRUE(HoldsNoTargetBytes(buf));
+  EXPECT_EQ(RemoteKeysSettledAt(baseline), baseline) << "a registration outlived its command";
+}
+
 INSTANTIATE_TEST_SUITE_P(ThroughSlotsAndDirect, IserPeerSize,
                          ::testing::Values(4096u, 256u * 1024));
+
+// A READ the target rejects (Reject, reason "invalid PDU field", the command's header attached)
+// never got its data: its STag goes with it. The next READ, under the same ITT slot, is placed
+// by RDMA WRITE into the caller's buffer and must arrive whole, with nothing copied over it.
+TEST(IserPeer, ARejectedReadLeavesNoStagBehind) {
+  std::atomic<int> stale{-1};
+  FakeIserTarget target(kPort, FakeIserTarget::IserLogin(), [&](FakeIserTarget& t) {
+    FakePdu cmd;
+    if (!t.Read(&cmd)) return;
+    const test::IserStags rejected = t.last_stags();
+    Bhs reject = ResponseHeader(Opcode::kReject, kReservedTag, t.next_statsn(),
+                                cmd.bhs.u32(bhs::kCmdSN) + 1, cmd.bhs.u32(bhs::kCmdSN) + 64);
+    reject.b[2] = 0x09;
+    reject.set_data_segment_length(kBhsLength);
+    t.Send(reject, std::vector<uint8_t>(cmd.bhs.b.begin(), cmd.bhs.b.end()));
+    if (!t.Read(&cmd)) return;
+    t.RdmaWrite(t.last_stags().read_stag, t.last_stags().read_va,
+                std::vector<uint8_t>(256 * 1024, 0x77));
+    t.Send(GoodResponse(t, cmd));
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));  // the caller checks its data
+    stale = t.RdmaWrite(rejected.read_stag, rejected.read_va, std::vector<uint8_t>(4096, 0x66));
+  });
+  auto s = Open(target);
+  ASSERT_TRUE(s);
+  const int baseline = RemoteKeys();
+  std::vector<uint8_t> small;
+  Status st = ReadBytes(*s, &small, 4096);
+  ASSERT_EQ(st.code(), StatusCode::kProtocolError) << st.ToString();
+  EXPECT_NE(st.message().find("invalid PDU field"), std::string::npos) << st.ToString();
+  EXPECT_EQ(RemoteKeysSettledAt(baseline), baseline) << "the rejected READ's STag is still live";
+  std::vector<uint8_t> large;
+  ASSERT_TRUE(ReadBytes(*s, &large, 256 * 1024).ok());
+  EXPECT_EQ(large, std::vector<uint8_t>(256 * 1024, 0x77));
+  EXPECT_EQ(RemoteKeysSettledAt(baseline), baseline) << "a registration outlived its command";
+  target.Join();
+  EXPECT_EQ(stale, IBV_WC_REM_ACCESS_ERR) << "the rejected READ's STag still worked";
+  EXPECT_EQ(small, std::vector<uint8_t>(4096, 0xee)) << "a rejected READ delivered data";
+}
+
+// An underflow residual past the Expected Data Transfer Length cannot be right: the command
+// fails with an error that says so (REPORT LUNS once sized its answer by it and died).
+TEST(IserPeer, AResidualPastTheTransferLengthIsAProtocolError) {
+  FakeIserTarget target(kPort, FakeIserTarget::IserLogin(), [&](FakeIserTarget& t) {
+    FakePdu cmd;
+    if (!t.Read(&cmd)) return;
+    Bhs rsp = GoodResponse(t, cmd);
+    rsp.set_flags(kFinalBit | kResidualUnderflow);
+    rsp.set_u32(bhs::kResidualCount, cmd.bhs.u32(bhs::kExpectedDataTransferLength) + 1);
+    t.Send(rsp);
+  });
+  auto s = Open(target);
+  ASSERT_TRUE(s);
+  std::shared_ptr<Session> session = std::move(s);
+  Result<std::vector<uint64_t>> luns = ReportLuns(*session);
+  target.Join();
+  ASSERT_FALSE(luns.ok());
+  EXPECT_EQ(luns.status().code(), StatusCode::kProtocolError) << luns.status().ToString();
+  EXPECT_NE(luns.status().message().find("residual"), std::string::npos)
+      << luns.status().ToString();
+}
 
 TEST(IserPeer, SendLargerThanOurReceiveBuffersIsDetected) {
   std::atomic<int> sent{-1};

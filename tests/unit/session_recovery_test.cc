@@ -511,5 +511,125 @@ TEST_F(CommandTimeoutTest, ACommandAbortedTooOftenFailsWithATimeout) {
   EXPECT_TRUE(TakeCommands().empty());
 }
 
+// A LUN RESET ends the tasks the target had when it came, and only those: a command to the LUN
+// submitted while the reset is outstanding waits for it and is sent once; another LUN's goes on.
+TEST_F(CommandTimeoutTest, CommandsSubmittedDuringALunResetWaitForItAndRunOnce) {
+  Open10s();
+  TestTask& a = NewRead(512);
+  a.task.lun = 3;
+  session_->Submit(&a.task);
+  ASSERT_EQ(TakeCommands().size(), 1u);
+  fake_.Advance(std::chrono::seconds(11));
+  fake_.FireTimer();
+  std::vector<SentPdu> abort = TakeTaskManagement();
+  ASSERT_EQ(abort.size(), 1u);
+  AnswerTmf(abort[0], 255);  // rejected: escalate to a LUN reset
+  std::vector<SentPdu> reset = TakeTaskManagement();
+  ASSERT_EQ(reset.size(), 1u);
+  ASSERT_EQ(reset[0].bhs.flags() & 0x7f, 5);
+
+  TestTask& b = NewRead(512);
+  b.task.lun = 3;
+  TestTask& other = NewRead(512);
+  other.task.lun = 4;
+  session_->Submit(&b.task);
+  session_->Submit(&other.task);
+  std::vector<SentPdu> during = TakeCommands();
+  ASSERT_EQ(during.size(), 1u)
+      << "a command to the LUN being reset was sent before the reset ended";
+  EXPECT_EQ(DecodeLun(during[0].bhs.lun()), 4u);
+
+  AnswerTmf(reset[0], 0);
+  std::vector<SentPdu> after = TakeCommands();
+  ASSERT_EQ(after.size(), 2u) << "the reset's task once more, and the held command once";
+  EXPECT_EQ(after[0].task, &a.task) << "the aborted task keeps its place before later ones";
+  EXPECT_EQ(after[1].task, &b.task);
+  Respond(a);
+  Respond(b);
+  Respond(other);
+  EXPECT_TRUE(TakeCommands().empty()) << "something ran twice";
+  EXPECT_EQ(a.completions + b.completions + other.completions, 3);
+  EXPECT_FALSE(fake_.failed()) << fake_.failure().message();
+}
+
+// A slow but live target answers an ABORT TASK after we stopped waiting for it (and reset the
+// LUN), or answers an abort that a successful reset already covered: both answers are late, not
+// a protocol error, and must not cost the connection.
+TEST_F(CommandTimeoutTest, LateTaskManagementAnswersAreAcceptedQuietly) {
+  Open10s();
+  TestTask& t = NewRead(512);
+  t.task.lun = 2;
+  session_->Submit(&t.task);
+  ASSERT_EQ(TakeCommands().size(), 1u);
+  fake_.Advance(std::chrono::seconds(11));
+  fake_.FireTimer();
+  std::vector<SentPdu> abort = TakeTaskManagement();
+  ASSERT_EQ(abort.size(), 1u);
+  fake_.Advance(std::chrono::seconds(11));
+  fake_.FireTimer();  // the abort timed out: LUN reset
+  std::vector<SentPdu> reset = TakeTaskManagement();
+  ASSERT_EQ(reset.size(), 1u);
+  ASSERT_EQ(reset[0].bhs.flags() & 0x7f, 5);
+  AnswerTmf(abort[0], 0);  // the timed-out abort's answer, late
+  EXPECT_FALSE(fake_.failed()) << fake_.failure().message();
+  AnswerTmf(reset[0], 0);
+  EXPECT_FALSE(fake_.failed()) << fake_.failure().message();
+  std::vector<SentPdu> again = TakeCommands();
+  ASSERT_EQ(again.size(), 1u);
+  Respond(t);
+  EXPECT_EQ(t.completions, 1);
+  EXPECT_TRUE(t.task.status.ok()) << t.task.status.message();
+}
+
+TEST_F(CommandTimeoutTest, AnAbortAnsweredAfterTheResetThatCoveredItIsLate) {
+  Open10s();
+  TestTask& a = NewRead(512);
+  TestTask& b = NewRead(512);
+  session_->Submit(&a.task);
+  session_->Submit(&b.task);
+  ASSERT_EQ(TakeCommands().size(), 2u);
+  fake_.Advance(std::chrono::seconds(11));
+  fake_.FireTimer();
+  std::vector<SentPdu> aborts = TakeTaskManagement();
+  ASSERT_EQ(aborts.size(), 2u);
+  AnswerTmf(aborts[0], 255);  // escalates while the second abort is outstanding
+  std::vector<SentPdu> reset = TakeTaskManagement();
+  ASSERT_EQ(reset.size(), 1u);
+  AnswerTmf(reset[0], 0);
+  AnswerTmf(aborts[1], 0);  // the covered abort's answer comes after the reset's
+  EXPECT_FALSE(fake_.failed()) << fake_.failure().message();
+  EXPECT_EQ(TakeCommands().size(), 2u);
+}
+
+// Every way a sent task ends tells the datamover first (Datamover::Retire), so that an iSER
+// connection revokes the task's STag before its ITT is reused or its buffer handed back.
+TEST_F(CommandTimeoutTest, EveryEndingRetiresTheTaskFromTheDatamover) {
+  Open10s();
+  TestTask& rejected = NewRead(512);
+  session_->Submit(&rejected.task);
+  std::vector<SentPdu> sent = TakeCommands();
+  ASSERT_EQ(sent.size(), 1u);
+  Bhs reject = fake_.Header(Opcode::kReject, kReservedTag);
+  reject.b[2] = 0x09;
+  fake_.Deliver(reject, {sent[0].bhs.b.begin(), sent[0].bhs.b.end()});
+  ASSERT_EQ(rejected.completions, 1);
+  EXPECT_EQ(fake_.retired(), std::vector<uint32_t>{sent[0].bhs.itt()});
+
+  TestTask& aborted = NewRead(512);
+  session_->Submit(&aborted.task);
+  sent = TakeCommands();
+  ASSERT_EQ(sent.size(), 1u);
+  fake_.Advance(std::chrono::seconds(11));
+  fake_.FireTimer();
+  std::vector<SentPdu> abort = TakeTaskManagement();
+  ASSERT_EQ(abort.size(), 1u);
+  AnswerTmf(abort[0], 0);
+  ASSERT_EQ(TakeCommands().size(), 1u);
+  EXPECT_EQ(fake_.retired().back(), sent[0].bhs.itt()) << "resent before its old tag was retired";
+
+  Respond(aborted);
+  EXPECT_EQ(fake_.retired().size(), 3u) << "a normal response retires the task too";
+}
+
 }  // namespace
 }  // namespace iser::test

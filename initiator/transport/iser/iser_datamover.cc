@@ -387,6 +387,13 @@ void IserDatamover::SendControl(const Bhs& bhs, std::span<const uint8_t> data) {
   pending_.push_back({nullptr, bhs, {data.begin(), data.end()}});
 }
 
+void IserDatamover::Retire(Task* task) {
+  // A SCSI Response revoked the task's STag already (HandleReceive); any other ending revokes it
+  // here, copying nothing: no response said that data arrived.
+  if (memory_.Exposed(task->itt) == nullptr) return;
+  if (Status st = memory_.Revoke(task->itt, 0, failed_ ? nullptr : res_.qp()); !st.ok()) Fail(st);
+}
+
 void IserDatamover::Fail(Status status) {
   if (failed_) return;
   failed_ = true;
@@ -401,6 +408,8 @@ void IserDatamover::Fail(Status status) {
 
 void IserDatamover::Shutdown() {
   loop_.Stop();
+  // The tasks still exposed are about to be failed and handed back: no STag of theirs may stay.
+  memory_.RevokeAll();
 }
 
 }  // namespace iser

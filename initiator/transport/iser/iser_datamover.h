@@ -52,6 +52,7 @@ class IserDatamover final : public Datamover, private IoLoopEvents {
   void SendCommand(Task* task) override;
   void SendDataOut(Task* task, uint32_t ttt, uint32_t offset, uint32_t length) override;
   void SendControl(const Bhs& bhs, std::span<const uint8_t> data) override;
+  void Retire(Task* task) override;
   void Abort(const Status& status) override { Fail(status); }
   void Shutdown() override;
 

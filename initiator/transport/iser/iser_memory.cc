@@ -117,11 +117,19 @@ const char* IserMemory::StagMethod() const {
 bool IserMemory::Expose(Task* task, uint32_t sent, uint32_t* stag, uint64_t* va, ibv_send_wr* bind,
                         Status* error) {
   Exposure& e = by_itt_[task->itt & (kIttSlots - 1)];
+  if (e.task != nullptr) {
+    // Overwriting it would leave the earlier command's STag valid and its slot lost.
+    *error = Status::ProtocolError("ITT " + std::to_string(task->itt) +
+                                   " reuses a slot whose earlier command was never revoked");
+    return true;
+  }
   const bool target_writes = task->direction == DataDirection::kRead;
   const uint32_t length = task->transfer_length - sent;
   const unsigned access = target_writes ? IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_LOCAL_WRITE
                                         : IBV_ACCESS_REMOTE_READ;  // REMOTE_WRITE needs LOCAL
   if (direct_ && task->transfer_length >= kDirectBytes) {
+    // What the target does not write must read as zeroes, not as what the buffer held.
+    if (target_writes) std::memset(task->buffer + sent, 0, length);
     e.io_mr = ibv_reg_mr(pd_, task->buffer + sent, length, static_cast<int>(access));
     if (e.io_mr != nullptr) {
       e.task = task;
@@ -136,7 +144,11 @@ bool IserMemory::Expose(Task* task, uint32_t sent, uint32_t* stag, uint64_t* va,
   }
   if (pool->empty()) return false;
   DataSlot* slot = pool->back();
-  if (!target_writes) std::memcpy(slot->addr, task->buffer, task->transfer_length);
+  if (target_writes) {
+    std::memset(slot->addr, 0, task->transfer_length);  // never an earlier command's bytes
+  } else {
+    std::memcpy(slot->addr, task->buffer, task->transfer_length);
+  }
   uint8_t* bytes = slot->addr + sent;
   if (memory_windows_) {
     // A type 2 window gets a new key on every bind: an STag from an earlier command never

@@ -1,11 +1,13 @@
 // IserMemory: what the iSER datamover lets the target reach in our memory, and for how long
 // (RFC 7145 §5.1: the STags of a command). The datamover asks it to expose a command's bytes
-// when the command is sent, and to revoke that access when its SCSI Response arrives or the
-// connection fails.
+// when the command is sent, and to revoke that access when the command ends, however it ends
+// (a SCSI Response, Datamover::Retire, the connection's failure or shutdown).
 //
 // Contract: each command's STag exposes exactly that command's bytes, for the one direction it
 // needs (REMOTE_WRITE for reads, REMOTE_READ for writes), until Revoke; a target that uses a
 // stale or out-of-range STag fails with a remote access error instead of touching our memory.
+// Bytes a read exposes start zeroed, so what the target does not write reads as zeroes. An ITT
+// slot still exposed is never overwritten: Expose refuses it.
 // Where the bytes are:
 //  - commands of at least kDirectBytes: in the caller's buffer, registered for this command and
 //    deregistered after it (zero copy: a registration costs less than copying that much);
@@ -77,7 +79,8 @@ class IserMemory {
   // Gives the target access to the task's data from byte `sent` on: the STag and address for
   // the iSER header, and in *bind a window bind to post before the command (opcode
   // IBV_WR_BIND_MW) if any. Returns false when no slot is free (try again after a completion);
-  // true with *error set when the command cannot be exposed at all.
+  // true with *error set when the command cannot be exposed at all, or when its ITT slot still
+  // exposes an earlier command (a revocation was missed: overwriting would leak that STag).
   bool Expose(Task* task, uint32_t sent, uint32_t* stag, uint64_t* va, ibv_send_wr* bind,
               Status* error);
   // The task whose bytes are exposed under this ITT, or nullptr.
