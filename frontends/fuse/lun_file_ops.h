@@ -27,7 +27,8 @@ struct FileSystemConfig {
 // pages.
 inline constexpr uint32_t kMaxFuseIo = 1u << 20;
 
-// Sizes and names never change while the file exists, so the kernel may cache them for long.
+// Names and sizes change only when the target changes its LUNs, and then the kernel is told to
+// drop what it cached (SizeWatch, the tree's LUN rescan), so it may cache them for long.
 inline constexpr double kAttrTimeout = 86400;
 
 // The init operation: request sizes, queue depth and capabilities for LUN files.

@@ -1,10 +1,11 @@
 #!/bin/bash
 # LUNs that change under a live tree, first under the session daemon's tree (login), then under a
-# whole-portal mount. tgtd 1.0.85 raises UNIT ATTENTION 3F/0E (reported LUNs data has changed) on
-# every session of a target when a LUN is added or deleted, and delivers it with the session's
-# next command on a LUN. It never raises 2A/09 and keeps the size a LUN had when it was created
-# (truncating the backing file changes nothing it reports), so a LUN is resized by deleting it and
-# creating it again on the resized backing file: a 3F/0E too. Checked here:
+# whole-portal mount; last, a LUN resized under a flat mount. tgtd 1.0.85 raises UNIT ATTENTION
+# 3F/0E (reported LUNs data has changed) on every session of a target when a LUN is added or
+# deleted, and delivers it with the session's next command on a LUN. It never raises 2A/09 and
+# keeps the size a LUN had when it was created (truncating the backing file changes nothing it
+# reports), so a LUN is resized by deleting it and creating it again on the resized backing file:
+# a 3F/0E too. Checked here:
 #   - a LUN added appears as lun<N> once a read on the target has met the UNIT ATTENTION, and
 #     carries data to its backing file;
 #   - a LUN grown shows its new size in stat, and reading and writing past its old end work;
@@ -123,5 +124,16 @@ sessions_assert_gone
 FUSE_MOUNT_COMMAND=("$ISER_CONNECT" mount)
 fuse_mount "iscsi://127.0.0.1:$TGT_PORT" "$MNT"
 check_changes "$MNT/$T"
+fuse_unmount "$MNT"
+
+# A flat mount keeps the LUNs it mounted, and follows their sizes.
+fuse_mount "$(sessions_url 1)" "$MNT"
+size_is "$MNT/lun1" $((16 << 20)) || fail "flat mount: lun1 is $(stat -c %s "$MNT/lun1") bytes"
+relun 1 32M
+poke "$MNT"
+wait_for 30 size_is "$MNT/lun1" $((32 << 20)) ||
+  fail "flat mount: lun1 grown to 32 MiB shows $(stat -c %s "$MNT/lun1") bytes"
+[ "$(bytes_read "$MNT/lun1" 20)" = $((1 << 20)) ] || fail "flat mount: a read past the old end is short"
+echo "flat mount: a LUN grown shows its new size, and reads past the old end work: ok"
 fuse_unmount "$MNT"
 echo PASS
