@@ -123,6 +123,11 @@ void LunFileOpen(fuse_req_t req, const LunFile& f, const FileSystemConfig& confi
   if ((fi->flags & O_ACCMODE) != O_RDONLY && !LunFileWritable(f, config)) {
     return (void)fuse_reply_err(req, EROFS);
   }
+  // A target may resize a LUN without a unit attention (tgtd deletes and creates it again): the
+  // one READ CAPACITY an open costs gives every program that opens the file the size now.
+  Result<uint64_t> size = f.device->RefreshSize();
+  if (size.status().code() == StatusCode::kNotSupported) return ReplyStatus(req, size.status());
+  if (!size.ok()) Log(LogLevel::kWarning, "open of " + f.name + ": " + size.status().ToString());
   fi->direct_io = !config.page_cache;
   fi->keep_cache = config.page_cache;
   fi->noflush = 1;  // close() needs no round trip: durability is fsync's job

@@ -44,6 +44,8 @@ void FillLunFileAttr(const LunFile& f, const FileSystemConfig& config, uint64_t 
 
 // setattr on a file or directory whose attributes are fixed (current): times are accepted.
 void FixedSetAttr(fuse_req_t req, const struct stat& current, const struct stat* attr, int to_set);
+// Reads the LUN's capacity again (a LUN with other blocks now fails with EOPNOTSUPP; a failing
+// READ CAPACITY keeps the last size), so that I/O through the new descriptor uses the size now.
 void LunFileOpen(fuse_req_t req, const LunFile& f, const FileSystemConfig& config,
                  fuse_file_info* fi);
 void LunFileRead(fuse_req_t req, const LunFile& f, size_t size, off_t off);

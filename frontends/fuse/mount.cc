@@ -81,7 +81,7 @@ Status Serve(const MountOptions& o, const std::string& mountpoint, ReadyReporter
   if (!o.pidfile.empty()) result = WritePidFile(o.pidfile);
   if (result.ok()) {
     Log(LogLevel::kInfo, "mounted " + o.url.Redacted() + " on " + mountpoint);
-    SizeWatch sizes(**session, fs.files(), se, BlockFileSystem::kFirstFileIno);
+    SizeWatch sizes(fs.files(), se, BlockFileSystem::kFirstFileIno);
     if (ready) ready->Ready();
     result = RunFuseLoop(se, o.max_threads);
   }

@@ -93,9 +93,12 @@ class TreeServer {
   // to forget the sizes it cached.
   void RescanLuns(const TreeTargetView& t, ScanResult* r);
   // RescanLuns for the targets whose session got UNIT ATTENTION 3F/0E (reported LUNs data has
-  // changed) or 2A/09 (capacity data has changed) since the last look; the control thread calls
-  // it whenever it has been idle for kLunWatchIntervalMs.
+  // changed) or 2A/09 (capacity data has changed) since the last look; then NotifySizes. The
+  // control thread calls it whenever it has been idle for kLunWatchIntervalMs.
   void RescanChangedLuns();
+  // Tells the kernel to drop the attributes it cached for each file whose LUN's size is not the
+  // one it was last told (a rescan, a unit attention or an open read it again).
+  void NotifySizes();
   Status StartLogins(const std::vector<LoginSpec>& initial);
   Json StatusJson();
   void ControlMain();
@@ -117,6 +120,8 @@ class TreeServer {
   // Per target, the sum of its session's luns_changes() and capacity_changes() when its LUNs were
   // last read (control thread only): both only grow, so the sum moves when either does.
   std::map<std::string, uint64_t> changes_seen_;
+  // Per file ("<iqn>/lun<N>"), the size the kernel last got from us (control thread only).
+  std::map<std::string, uint64_t> sizes_told_;
 };
 
 // How often the control thread looks for targets that reported changed LUNs or capacities: a
@@ -159,6 +164,7 @@ TreeServer::ScanResult TreeServer::Rescan() {
     // Those just logged in to have their LUNs read already.
     if (std::find(r.added.begin(), r.added.end(), t.name) == r.added.end()) RescanLuns(t, &r);
   }
+  NotifySizes();
   return r;
 }
 
@@ -194,6 +200,7 @@ void TreeServer::RescanLuns(const TreeTargetView& t, ScanResult* r) {
   };
   auto remove = [&](uint64_t lun) {
     const std::string path = t.name + "/" + LunFileName(lun);
+    sizes_told_.erase(path);
     if (fs_.RemoveLun(t.name, LunFileName(lun)).ok()) {
       Log(LogLevel::kInfo, "LUN rescan: " + path + " is gone");
       r->luns_removed.push_back(path);
@@ -215,8 +222,6 @@ void TreeServer::RescanLuns(const TreeTargetView& t, ScanResult* r) {
       add(lun);
     } else if (!size.ok()) {
       Log(LogLevel::kWarning, "LUN rescan of " + t.name + ": " + size.status().ToString());
-    } else {
-      fs_.SizeChanged(t.name, f->name);
     }
   }
 }
@@ -226,6 +231,19 @@ void TreeServer::RescanChangedLuns() {
     if (ChangesOf(*t.session) == changes_seen_[t.name]) continue;
     ScanResult r;
     RescanLuns(t, &r);
+  }
+  NotifySizes();
+}
+
+void TreeServer::NotifySizes() {
+  for (const TreeTargetView& t : fs_.Targets()) {
+    for (const auto& f : t.luns) {
+      const uint64_t size = f->device->size_bytes();
+      auto [it, first] = sizes_told_.try_emplace(t.name + "/" + f->name, size);
+      if (first || it->second == size) continue;
+      it->second = size;
+      fs_.SizeChanged(t.name, f->name);
+    }
   }
 }
 

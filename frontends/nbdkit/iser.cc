@@ -185,6 +185,16 @@ Result<BlockDevice*> DeviceFor(Target& t, uint64_t lun) {
   return p;
 }
 
+// Reads the LUN's capacity again: a target may resize a LUN without a unit attention (tgtd
+// deletes and creates it again), so each list and each new connection asks. A LUN that has
+// other blocks now cannot be served by this BlockDevice; a failing READ CAPACITY keeps the size.
+Status RefreshSize(BlockDevice& dev) {
+  Result<uint64_t> size = dev.RefreshSize();
+  if (size.status().code() == iser::StatusCode::kNotSupported) return size.status();
+  if (!size.ok()) nbdkit_debug("%s", size.status().message().c_str());
+  return Status::OK();
+}
+
 std::optional<uint64_t> ParseLun(std::string_view name) {
   uint64_t lun = 0;
   auto [end, ec] = std::from_chars(name.data(), name.data() + name.size(), lun);
@@ -413,6 +423,10 @@ Status ListTarget(Target& t, struct nbdkit_exports* exports) {
     if (!dev.ok() && dev.status().code() == iser::StatusCode::kNotSupported)
       continue;  // not a disk
     if (!dev.ok()) return dev.status();
+    if (Status st = RefreshSize(**dev); !st.ok()) {
+      nbdkit_error("%s", st.message().c_str());
+      continue;
+    }
     disks.insert(lun);
     const std::string name = t.export_prefix + std::to_string(lun);
     if (nbdkit_add_export(exports, name.c_str(), Describe(**dev).c_str()) == -1) {
@@ -476,8 +490,9 @@ void* IserOpen(int /*readonly*/) {
     return nullptr;
   }
   Result<BlockDevice*> dev = DeviceFor(*exp->first, exp->second);
-  if (!dev.ok()) {
-    Fail(dev.status());
+  Status st = dev.ok() ? RefreshSize(**dev) : dev.status();
+  if (!st.ok()) {
+    Fail(st);
     return nullptr;
   }
   return *dev;
