@@ -56,7 +56,7 @@ struct OpsImpl {
     for (size_t i = 0; i < fs->files_.size(); ++i) {
       if (fs->files_[i].name == name) {
         fuse_entry_param e{};
-        e.ino = kFirstFileIno + i;
+        e.ino = BlockFileSystem::kFirstFileIno + i;
         e.attr_timeout = e.entry_timeout = kAttrTimeout;
         fs->FillAttr(e.ino, &e.attr);
         return (void)fuse_reply_entry(req, &e);
