@@ -89,8 +89,8 @@ class TreeServer {
   // Discovers again: logs in to the targets the portal added, out of those it dropped.
   void RescanPortal(ScanResult* r);
   // One target's LUNs now (REPORT LUNS, unless the login named a LUN): files appear for new
-  // disk LUNs and go for the LUNs gone; every LUN's capacity is read again and the kernel told
-  // to forget the sizes it cached.
+  // disk LUNs and go for the LUNs gone; every LUN's capacity is read again (NotifySizes then
+  // tells the kernel about the sizes that changed).
   void RescanLuns(const TreeTargetView& t, ScanResult* r);
   // RescanLuns for the targets whose session got UNIT ATTENTION 3F/0E (reported LUNs data has
   // changed) or 2A/09 (capacity data has changed) since the last look; then NotifySizes. The
