@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <chrono>
 #include <cstring>
 #include <map>
 #include <memory>
@@ -94,7 +95,7 @@ class TreeServer {
   void RescanLuns(const TreeTargetView& t, ScanResult* r);
   // RescanLuns for the targets whose session got UNIT ATTENTION 3F/0E (reported LUNs data has
   // changed) or 2A/09 (capacity data has changed) since the last look; then NotifySizes. The
-  // control thread calls it whenever it has been idle for kLunWatchIntervalMs.
+  // control thread calls it every kLunWatchInterval, between requests.
   void RescanChangedLuns();
   // Tells the kernel to drop the attributes it cached for each file whose LUN's size is not the
   // one it was last told (a rescan, a unit attention or an open read it again).
@@ -126,7 +127,7 @@ class TreeServer {
 
 // How often the control thread looks for targets that reported changed LUNs or capacities: a
 // unit attention a command got shows in the tree within about this long.
-constexpr int kLunWatchIntervalMs = 1000;
+constexpr std::chrono::seconds kLunWatchInterval{1};
 
 uint64_t ChangesOf(const Session& session) {
   return session.luns_changes() + session.capacity_changes();
@@ -395,17 +396,22 @@ bool TreeServer::Handle(int fd) {
 }
 
 void TreeServer::ControlMain() {
+  using Clock = std::chrono::steady_clock;
+  Clock::time_point next_watch = Clock::now() + kLunWatchInterval;
   for (;;) {
+    const Clock::time_point now = Clock::now();
+    if (now >= next_watch) {
+      RescanChangedLuns();
+      next_watch = now + kLunWatchInterval;
+    }
+    const auto wait =
+        std::chrono::ceil<std::chrono::milliseconds>(next_watch - Clock::now()).count();
     pollfd fds[2] = {{wake_[0], POLLIN, 0}, {listen_fd_, POLLIN, 0}};
-    const int ready = poll(fds, 2, kLunWatchIntervalMs);
+    const int ready = poll(fds, 2, static_cast<int>(std::max<int64_t>(wait, 0)));
     if (ready < 0) {
       if (errno == EINTR) continue;
       Log(LogLevel::kError, std::string("control thread: ") + std::strerror(errno));
       return;
-    }
-    if (ready == 0) {
-      RescanChangedLuns();
-      continue;
     }
     if (fds[0].revents) {
       char c = 0;
