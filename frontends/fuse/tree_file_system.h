@@ -12,8 +12,8 @@
 //
 // A target's LUNs change while it is in the tree (the tree server's LUN rescan): AddLun puts a
 // new file in its directory, RemoveLun takes one out as Remove does a directory (the kernel
-// forgets the entry, later operations on an open descriptor fail with ENODEV, requests running
-// on it finish first), and SizeChanged makes the kernel ask for a file's attributes again.
+// forgets the entry, later operations on an open descriptor fail with ENODEV, requests already
+// running on it finish), and SizeChanged makes the kernel ask for a file's attributes again.
 //
 // Thread safety: every method may be called from any thread except the FUSE workers; Remove
 // blocks until the target's running requests have finished.
@@ -81,8 +81,9 @@ class TreeFileSystem {
   // A LUN the target now has: its file appears in the target's directory. InvalidArgument if
   // the file is there already, NotFound for an unknown target.
   Status AddLun(const std::string& target, LunFile file);
-  // A LUN the target no longer has: its file leaves the tree, once the requests running on it
-  // have finished (nothing is flushed: the LUN is gone). NotFound when there is no such file.
+  // A LUN the target no longer has: its file leaves the tree at once; requests already running
+  // on it finish (they hold the file), nothing is flushed (the LUN is gone). NotFound when there
+  // is no such file.
   Status RemoveLun(const std::string& target, const std::string& file);
   // The file's size changed: the kernel drops the attributes it cached.
   void SizeChanged(const std::string& target, const std::string& file);
