@@ -46,6 +46,12 @@ void PrintRescans(const std::vector<Json>& replies) {
                 r["added"].size(), r["removed"].size(), r["failed"].size());
     for (const Json& t : r["added"]) std::printf("\tadded %s\n", t.get<std::string>().c_str());
     for (const Json& t : r["removed"]) std::printf("\tremoved %s\n", t.get<std::string>().c_str());
+    for (const Json& f : r.value("luns_added", Json::array())) {
+      std::printf("\tnew LUN %s\n", f.get<std::string>().c_str());
+    }
+    for (const Json& f : r.value("luns_removed", Json::array())) {
+      std::printf("\tLUN gone %s\n", f.get<std::string>().c_str());
+    }
     for (const Json& t : r["failed"]) {
       std::printf("\tfailed %s: %s\n", t["target"].get<std::string>().c_str(),
                   t["error"].get<std::string>().c_str());
@@ -69,7 +75,8 @@ void AddSessionCommand(CLI::App& app, GlobalOptions& g) {
       ->check(CLI::Range(0, 1));
   cmd->add_flag("--json", args->json, "print JSON");
   cmd->add_flag("--rescan", args->rescan,
-                "whole-portal mounts discover again: new targets appear, dropped ones go");
+                "read every target's LUNs and sizes again (new LUNs appear, deleted ones go); "
+                "whole-portal mounts also discover again: new targets appear, dropped ones go");
   cmd->callback([args, &g] {
     SetupLogging(g);
     if (args->rescan) {

@@ -28,8 +28,8 @@ BlockFileSystem::BlockFileSystem(std::vector<LunFile> files, const FileSystemCon
 }
 
 const LunFile* BlockFileSystem::FileFor(uint64_t ino) const {
-  if (ino < 2 || ino - 2 >= files_.size()) return nullptr;
-  return &files_[ino - 2];
+  if (ino < kFirstFileIno || ino - kFirstFileIno >= files_.size()) return nullptr;
+  return &files_[ino - kFirstFileIno];
 }
 
 void BlockFileSystem::FillAttr(uint64_t ino, struct stat* st) const {
@@ -56,7 +56,7 @@ struct OpsImpl {
     for (size_t i = 0; i < fs->files_.size(); ++i) {
       if (fs->files_[i].name == name) {
         fuse_entry_param e{};
-        e.ino = i + 2;
+        e.ino = BlockFileSystem::kFirstFileIno + i;
         e.attr_timeout = e.entry_timeout = kAttrTimeout;
         fs->FillAttr(e.ino, &e.attr);
         return (void)fuse_reply_entry(req, &e);
@@ -142,7 +142,7 @@ struct OpsImpl {
     struct statvfs sv {};
     sv.f_bsize = 4096;
     sv.f_frsize = 512;
-    for (const LunFile& f : fs->files_) sv.f_blocks += f.device->info().size_bytes / 512;
+    for (const LunFile& f : fs->files_) sv.f_blocks += f.device->size_bytes() / 512;
     sv.f_files = fs->files_.size() + 1;
     sv.f_namemax = 255;
     fuse_reply_statfs(req, &sv);

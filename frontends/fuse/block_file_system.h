@@ -1,8 +1,9 @@
 // BlockFileSystem: the FUSE low-level operations of a mount, a flat root directory holding one
 // regular file per LUN. The files behave like the block devices they are:
-// - fixed size: truncating to another size, fallocate beyond the end and creating, removing or
-//   renaming entries fail with EPERM; O_TRUNC is ignored, as on a block device; writes at or past
-//   the end fail with ENOSPC, reads there return 0 bytes;
+// - the LUN's size, which only the target changes (stat and I/O follow it: SizeWatch):
+//   truncating to another size, fallocate beyond the end and creating, removing or renaming
+//   entries fail with EPERM; O_TRUNC is ignored, as on a block device; writes at or past the end
+//   fail with ENOSPC, reads there return 0 bytes;
 // - st_blksize is the LUN's physical (preferred) block size; write-protected LUNs (or a read-only
 //   mount) are mode 0444 and refuse opening for writing with EROFS;
 // - fsync/fdatasync send SYNCHRONIZE CACHE; writes on O_SYNC/O_DSYNC descriptors (or RWF_DSYNC)
@@ -37,10 +38,11 @@ class BlockFileSystem {
   static const fuse_lowlevel_ops& Ops();
 
   std::vector<LunFile>& files() { return files_; }
+  // Inode numbers: 1 is the root, file i is kFirstFileIno + i.
+  static constexpr uint64_t kFirstFileIno = 2;
 
  private:
   friend struct OpsImpl;
-  // Inode numbers: 1 is the root, file i is i + 2.
   const LunFile* FileFor(uint64_t ino) const;
   void FillAttr(uint64_t ino, struct stat* st) const;
 

@@ -10,7 +10,8 @@
 //   login   {"url": {...}, "options": {...}} (LoginRequest)   → "exists": true if already in
 //   logout  {"target": IQN} or {"all": true}                   → "targets": the ones logged out
 //   status  {}                                                  → "root", "pid", "sessions"
-//   rescan  {}                                                  → "added", "removed", "failed"
+//   rescan  {}                                                  → "added", "removed", "failed",
+//                                                  "luns_added", "luns_removed" ("<iqn>/lun<N>")
 // A server ending because of the request (its last session logged out) replies only once its
 // tree is unmounted and its state removed, and the connection then ends at its exit.
 #pragma once

@@ -38,7 +38,7 @@ Status PunchHole(BlockDevice& dev, uint64_t off, uint64_t len) {
 
 // SEEK_DATA (data = true) or SEEK_HOLE from off; ENXIO past the end or when no data follows.
 Status SeekDataOrHole(BlockDevice& dev, uint64_t off, bool data, uint64_t* result) {
-  const uint64_t size = dev.info().size_bytes;
+  const uint64_t size = dev.size_bytes();
   if (off >= size) return Status(StatusCode::kNotFound, "seek past the end");
   std::vector<Extent> extents;
   uint64_t pos = off;
@@ -123,6 +123,11 @@ void LunFileOpen(fuse_req_t req, const LunFile& f, const FileSystemConfig& confi
   if ((fi->flags & O_ACCMODE) != O_RDONLY && !LunFileWritable(f, config)) {
     return (void)fuse_reply_err(req, EROFS);
   }
+  // A target may resize a LUN without a unit attention (tgtd deletes and creates it again): the
+  // one READ CAPACITY an open costs gives every program that opens the file the size now.
+  Result<uint64_t> size = f.device->RefreshSize();
+  if (size.status().code() == StatusCode::kNotSupported) return ReplyStatus(req, size.status());
+  if (!size.ok()) Log(LogLevel::kWarning, "open of " + f.name + ": " + size.status().ToString());
   fi->direct_io = !config.page_cache;
   fi->keep_cache = config.page_cache;
   fi->noflush = 1;  // close() needs no round trip: durability is fsync's job
@@ -130,7 +135,7 @@ void LunFileOpen(fuse_req_t req, const LunFile& f, const FileSystemConfig& confi
 }
 
 void LunFileRead(fuse_req_t req, const LunFile& f, size_t size, off_t off) {
-  const uint64_t end = f.device->info().size_bytes;
+  const uint64_t end = f.device->size_bytes();
   if (off < 0 || static_cast<uint64_t>(off) >= end) return (void)fuse_reply_buf(req, nullptr, 0);
   const size_t n = std::min<uint64_t>(size, end - off);
   // One buffer per worker thread, reused: requests are up to 1 MiB.
@@ -145,10 +150,9 @@ void LunFileWrite(fuse_req_t req, const LunFile& f, const FileSystemConfig& conf
                   size_t size, off_t off, fuse_file_info* fi) {
   if (!LunFileWritable(f, config)) return (void)fuse_reply_err(req, EROFS);
   const LunInfo& info = f.device->info();
-  if (off < 0 || static_cast<uint64_t>(off) >= info.size_bytes) {
-    return (void)fuse_reply_err(req, ENOSPC);
-  }
-  const size_t n = std::min<uint64_t>(size, info.size_bytes - off);
+  const uint64_t end = f.device->size_bytes();
+  if (off < 0 || static_cast<uint64_t>(off) >= end) return (void)fuse_reply_err(req, ENOSPC);
+  const size_t n = std::min<uint64_t>(size, end - off);
   // The kernel passes the descriptor's O_SYNC/O_DSYNC (and RWF_DSYNC) with every write.
   const bool sync = (fi->flags & O_DSYNC) != 0;
   Status st = f.device->Write(off, buf, n, sync && info.fua);
@@ -168,7 +172,7 @@ void LunFileFallocate(fuse_req_t req, const LunFile& f, const FileSystemConfig& 
   }
   if (!LunFileWritable(f, config)) return (void)fuse_reply_err(req, EROFS);
   if (off < 0 || len <= 0) return (void)fuse_reply_err(req, EINVAL);
-  const uint64_t size = f.device->info().size_bytes;
+  const uint64_t size = f.device->size_bytes();
   uint64_t end = static_cast<uint64_t>(off) + static_cast<uint64_t>(len);
   if (end > size) {
     // Past the end only what keeps the size can be done, on the part inside the file.

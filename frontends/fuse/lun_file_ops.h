@@ -27,7 +27,8 @@ struct FileSystemConfig {
 // pages.
 inline constexpr uint32_t kMaxFuseIo = 1u << 20;
 
-// Sizes and names never change while the file exists, so the kernel may cache them for long.
+// Names and sizes change only when the target changes its LUNs, and then the kernel is told to
+// drop what it cached (SizeWatch, the tree's LUN rescan), so it may cache them for long.
 inline constexpr double kAttrTimeout = 86400;
 
 // The init operation: request sizes, queue depth and capabilities for LUN files.
@@ -43,6 +44,8 @@ void FillLunFileAttr(const LunFile& f, const FileSystemConfig& config, uint64_t 
 
 // setattr on a file or directory whose attributes are fixed (current): times are accepted.
 void FixedSetAttr(fuse_req_t req, const struct stat& current, const struct stat* attr, int to_set);
+// Reads the LUN's capacity again (a LUN with other blocks now fails with EOPNOTSUPP; a failing
+// READ CAPACITY keeps the last size), so that I/O through the new descriptor uses the size now.
 void LunFileOpen(fuse_req_t req, const LunFile& f, const FileSystemConfig& config,
                  fuse_file_info* fi);
 void LunFileRead(fuse_req_t req, const LunFile& f, size_t size, off_t off);

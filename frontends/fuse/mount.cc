@@ -15,6 +15,7 @@
 #include "frontends/fuse/detach.h"
 #include "frontends/fuse/lun_files.h"
 #include "frontends/fuse/serving.h"
+#include "frontends/fuse/size_watch.h"
 #include "frontends/fuse/tree_paths.h"
 #include "frontends/fuse/tree_server.h"
 #include "frontends/fuse/unmount_guard.h"
@@ -80,6 +81,7 @@ Status Serve(const MountOptions& o, const std::string& mountpoint, ReadyReporter
   if (!o.pidfile.empty()) result = WritePidFile(o.pidfile);
   if (result.ok()) {
     Log(LogLevel::kInfo, "mounted " + o.url.Redacted() + " on " + mountpoint);
+    SizeWatch sizes(fs.files(), se, BlockFileSystem::kFirstFileIno);
     if (ready) ready->Ready();
     result = RunFuseLoop(se, o.max_threads);
   }

@@ -103,12 +103,18 @@ Status RunFuseLoop(fuse_session* se, unsigned max_threads) {
 }
 
 Status FlushAndLogOut(Session& session, std::vector<LunFile>& files, bool read_only) {
+  std::vector<const LunFile*> list;
+  for (const LunFile& f : files) list.push_back(&f);
+  return FlushAndLogOut(session, list, read_only);
+}
+
+Status FlushAndLogOut(Session& session, const std::vector<const LunFile*>& files, bool read_only) {
   Status first;
-  for (LunFile& f : files) {
-    if (read_only || f.device->info().read_only) continue;
-    Status st = f.device->Flush();
+  for (const LunFile* f : files) {
+    if (read_only || f->device->info().read_only) continue;
+    Status st = f->device->Flush();
     if (!st.ok()) {
-      Log(LogLevel::kError, "flush of " + f.name + " at logout: " + st.ToString());
+      Log(LogLevel::kError, "flush of " + f->name + " at logout: " + st.ToString());
       if (first.ok()) first = st;
     }
   }

@@ -60,6 +60,7 @@ Status RunFuseLoop(fuse_session* se, unsigned max_threads);
 
 // Drains nothing itself: by the time it runs, no request uses the files any more. Makes the data
 // durable (SYNCHRONIZE CACHE on every writable LUN), then logs out. Returns the first error.
+Status FlushAndLogOut(Session& session, const std::vector<const LunFile*>& files, bool read_only);
 Status FlushAndLogOut(Session& session, std::vector<LunFile>& files, bool read_only);
 
 }  // namespace iser::fuse

@@ -3,6 +3,7 @@
 #include <sys/stat.h>
 #include <sys/statvfs.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 
@@ -14,9 +15,12 @@ namespace iser::fuse {
 struct TreeFileSystem::Node {
   std::string name;
   uint64_t dir_ino = 0;
-  uint64_t first_file_ino = 0;  // file i is first_file_ino + i
   std::shared_ptr<Session> session;
-  std::vector<LunFile> files;
+  bool all_luns = true;
+  // Each file with its inode, in LUN order. Guarded by the TreeFileSystem's mu_: LUNs come and
+  // go while the target is in the tree. A request holds its file's shared_ptr (InodeRef), so a
+  // LUN removed meanwhile lives until that request ends.
+  std::vector<std::pair<uint64_t, std::shared_ptr<const LunFile>>> files;
 
   Mutex mu;
   CondVar idle;
@@ -76,20 +80,82 @@ Status TreeFileSystem::Add(TreeTarget target) {
   auto node = std::make_shared<Node>();
   node->name = target.name;
   node->session = std::move(target.session);
-  node->files = std::move(target.files);
+  node->all_luns = target.all_luns;
   MutexLock lock(&mu_);
   if (by_name_.count(node->name)) {
     return Status::InvalidArgument("target " + node->name + " is in the tree already");
   }
   node->dir_ino = next_ino_++;
-  node->first_file_ino = next_ino_;
-  next_ino_ += node->files.size();
-  by_ino_[node->dir_ino] = InodeRef{node, -1};
-  for (size_t i = 0; i < node->files.size(); ++i) {
-    by_ino_[node->first_file_ino + i] = InodeRef{node, static_cast<int>(i)};
+  by_ino_[node->dir_ino] = InodeRef{node, nullptr};
+  for (LunFile& f : target.files) {
+    auto file = std::make_shared<const LunFile>(std::move(f));
+    const uint64_t ino = next_ino_++;
+    node->files.emplace_back(ino, file);
+    by_ino_[ino] = InodeRef{node, file};
   }
   by_name_[node->name] = node;
   return Status::OK();
+}
+
+uint64_t TreeFileSystem::FileIno(const Node& node, const std::string& file) const {
+  for (const auto& [ino, f] : node.files) {
+    if (f->name == file) return ino;
+  }
+  return 0;
+}
+
+Status TreeFileSystem::AddLun(const std::string& target, LunFile file) {
+  MutexLock lock(&mu_);
+  auto it = by_name_.find(target);
+  if (it == by_name_.end()) return Status::NotFound("no session with target " + target);
+  Node& node = *it->second;
+  if (FileIno(node, file.name) != 0) {
+    return Status::InvalidArgument(target + "/" + file.name + " is in the tree already");
+  }
+  const uint64_t lun = file.device->info().lun;
+  auto added = std::make_shared<const LunFile>(std::move(file));
+  const uint64_t ino = next_ino_++;
+  auto pos = std::find_if(node.files.begin(), node.files.end(),
+                          [lun](const auto& f) { return f.second->device->info().lun > lun; });
+  node.files.emplace(pos, ino, added);
+  by_ino_[ino] = InodeRef{it->second, added};
+  return Status::OK();
+}
+
+Status TreeFileSystem::RemoveLun(const std::string& target, const std::string& file) {
+  fuse_session* se = nullptr;
+  uint64_t dir_ino = 0;
+  uint64_t ino = 0;
+  {
+    MutexLock lock(&mu_);
+    auto it = by_name_.find(target);
+    if (it != by_name_.end()) ino = FileIno(*it->second, file);
+    if (ino == 0) return Status::NotFound("no file " + target + "/" + file);
+    std::erase_if(it->second->files, [ino](const auto& f) { return f.first == ino; });
+    by_ino_.erase(ino);
+    dir_ino = it->second->dir_ino;
+    se = notify_;
+  }
+  if (se) ForgetEntry(se, dir_ino, ino, file);
+  return Status::OK();
+}
+
+void TreeFileSystem::SizeChanged(const std::string& target, const std::string& file) {
+  fuse_session* se = nullptr;
+  uint64_t ino = 0;
+  {
+    MutexLock lock(&mu_);
+    auto it = by_name_.find(target);
+    if (it != by_name_.end()) ino = FileIno(*it->second, file);
+    se = notify_;
+  }
+  if (!se || ino == 0) return;
+  // A negative offset: the attributes only; the data is the same where both sizes hold it.
+  const int rc = fuse_lowlevel_notify_inval_inode(se, ino, -1, 0);
+  if (rc != 0 && rc != -ENOENT) {
+    Log(LogLevel::kWarning,
+        "the kernel kept the cached size of " + target + "/" + file + ": " + std::strerror(-rc));
+  }
 }
 
 bool TreeFileSystem::Contains(const std::string& name) const {
@@ -108,8 +174,11 @@ std::vector<TreeTargetView> TreeFileSystem::Targets() const {
   MutexLock lock(&mu_);
   std::vector<TreeTargetView> out;
   for (const auto& [name, node] : by_name_) {
-    TreeTargetView v{name, node->session, {}};
-    for (const LunFile& f : node->files) v.files.push_back(name + "/" + f.name);
+    TreeTargetView v{name, node->session, {}, {}, node->all_luns};
+    for (const auto& [ino, f] : node->files) {
+      v.files.push_back(name + "/" + f->name);
+      v.luns.push_back(f);
+    }
     out.push_back(std::move(v));
   }
   return out;
@@ -125,18 +194,20 @@ Status TreeFileSystem::Remove(const std::string& name) {
   }
   node->Close();
   fuse_session* se = nullptr;
+  std::vector<std::pair<uint64_t, std::shared_ptr<const LunFile>>> files;
   {
     MutexLock lock(&mu_);
     by_name_.erase(name);
     by_ino_.erase(node->dir_ino);
-    for (size_t i = 0; i < node->files.size(); ++i) by_ino_.erase(node->first_file_ino + i);
+    files = node->files;
+    for (const auto& [ino, f] : files) by_ino_.erase(ino);
     se = notify_;
   }
-  const Status st = FlushAndLogOut(*node->session, node->files, config_.read_only);
+  std::vector<const LunFile*> flush;
+  for (const auto& [ino, f] : files) flush.push_back(f.get());
+  const Status st = FlushAndLogOut(*node->session, flush, config_.read_only);
   if (se) {
-    for (size_t i = 0; i < node->files.size(); ++i) {
-      ForgetEntry(se, node->dir_ino, node->first_file_ino + i, node->files[i].name);
-    }
+    for (const auto& [ino, f] : files) ForgetEntry(se, node->dir_ino, ino, f->name);
     ForgetEntry(se, kRootIno, node->dir_ino, node->name);
   }
   Log(LogLevel::kInfo, "logged out of " + name);
@@ -175,7 +246,7 @@ struct TreeOpsImpl {
       // Inode numbers are not reused: an unknown one belonged to a target logged out since.
       if (!ref_.node) {
         error_ = ENODEV;
-      } else if (ref_.file < 0) {
+      } else if (!ref_.file) {
         error_ = EISDIR;
       } else if (!ref_.node->Enter()) {
         error_ = ENODEV;
@@ -189,7 +260,7 @@ struct TreeOpsImpl {
     FileUse(const FileUse&) = delete;
     FileUse& operator=(const FileUse&) = delete;
     int error() const { return error_; }
-    const LunFile& file() const { return ref_.node->files[ref_.file]; }
+    const LunFile& file() const { return *ref_.file; }
 
    private:
     TreeFileSystem::InodeRef ref_;
@@ -225,17 +296,17 @@ struct TreeOpsImpl {
     }
     TreeFileSystem::InodeRef dir = fs->Resolve(parent);
     if (!dir.node) return (void)fuse_reply_err(req, ENOENT);
-    if (dir.file >= 0) return (void)fuse_reply_err(req, ENOTDIR);
-    const std::vector<LunFile>& files = dir.node->files;
-    for (size_t i = 0; i < files.size(); ++i) {
-      if (files[i].name != name) continue;
-      const uint64_t ino = dir.node->first_file_ino + i;
-      FileUse use(fs, ino);
-      if (use.error()) return (void)fuse_reply_err(req, ENOENT);
-      FillLunFileAttr(use.file(), fs->config_, ino, fs->mounted_at_, &st);
-      return ReplyEntry(req, st);
+    if (dir.file) return (void)fuse_reply_err(req, ENOTDIR);
+    uint64_t ino = 0;
+    {
+      MutexLock lock(&fs->mu_);
+      ino = fs->FileIno(*dir.node, name);
     }
-    fuse_reply_err(req, ENOENT);
+    if (ino == 0) return (void)fuse_reply_err(req, ENOENT);
+    FileUse use(fs, ino);
+    if (use.error()) return (void)fuse_reply_err(req, ENOENT);
+    FillLunFileAttr(use.file(), fs->config_, ino, fs->mounted_at_, &st);
+    ReplyEntry(req, st);
   }
 
   // The attributes of any inode; false (and the reply sent) when there is none.
@@ -246,7 +317,7 @@ struct TreeOpsImpl {
       return true;
     }
     TreeFileSystem::InodeRef ref = fs->Resolve(ino);
-    if (ref.node && ref.file < 0) {
+    if (ref.node && !ref.file) {
       fs->FillDirAttr(ino, 2, st);
       return true;
     }
@@ -315,9 +386,10 @@ struct TreeOpsImpl {
     } else {
       TreeFileSystem::InodeRef dir = fs->Resolve(ino);
       if (!dir.node) return (void)fuse_reply_err(req, ENOENT);
-      if (dir.file >= 0) return (void)fuse_reply_err(req, ENOTDIR);
-      for (size_t i = 0; i < dir.node->files.size(); ++i) {
-        entries.push_back({dir.node->files[i].name, dir.node->first_file_ino + i, S_IFREG});
+      if (dir.file) return (void)fuse_reply_err(req, ENOTDIR);
+      MutexLock lock(&fs->mu_);
+      for (const auto& [file_ino, f] : dir.node->files) {
+        entries.push_back({f->name, file_ino, S_IFREG});
       }
     }
     std::vector<char> buf(size);
@@ -339,11 +411,10 @@ struct TreeOpsImpl {
     struct statvfs sv {};
     sv.f_bsize = 4096;
     sv.f_frsize = 512;
-    MutexLock lock(&fs->mu_);
     sv.f_files = 1;
-    for (const auto& [name, node] : fs->by_name_) {
-      sv.f_files += 1 + node->files.size();
-      for (const LunFile& f : node->files) sv.f_blocks += f.device->info().size_bytes / 512;
+    for (const TreeTargetView& t : fs->Targets()) {
+      sv.f_files += 1 + t.luns.size();
+      for (const auto& f : t.luns) sv.f_blocks += f->device->size_bytes() / 512;
     }
     sv.f_namemax = 255;
     fuse_reply_statfs(req, &sv);

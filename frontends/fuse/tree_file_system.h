@@ -10,6 +10,11 @@
 // holds open afterwards fails every operation with ENODEV: its device is gone. Inode numbers are
 // never reused, so such a descriptor can never reach another target's LUN.
 //
+// A target's LUNs change while it is in the tree (the tree server's LUN rescan): AddLun puts a
+// new file in its directory, RemoveLun takes one out as Remove does a directory (the kernel
+// forgets the entry, later operations on an open descriptor fail with ENODEV, requests already
+// running on it finish), and SizeChanged makes the kernel ask for a file's attributes again.
+//
 // Thread safety: every method may be called from any thread except the FUSE workers; Remove
 // blocks until the target's running requests have finished.
 #pragma once
@@ -37,13 +42,18 @@ struct TreeTarget {
   std::string name;  // the target's IQN: its directory's name
   std::shared_ptr<Session> session;
   std::vector<LunFile> files;
+  // Every disk LUN of the target (the login's URL named none), so LUNs come and go with the
+  // target's; false: only the URL's LUN, whose size alone is followed.
+  bool all_luns = true;
 };
 
-// A target as `session` shows it.
+// A target as `session` and the LUN rescan see it.
 struct TreeTargetView {
   std::string name;
   std::shared_ptr<Session> session;
-  std::vector<std::string> files;  // "<iqn>/lun<N>", relative to the root
+  std::vector<std::string> files;                    // "<iqn>/lun<N>", relative to the root
+  std::vector<std::shared_ptr<const LunFile>> luns;  // the same files, in LUN order
+  bool all_luns = true;
 };
 
 class TreeFileSystem {
@@ -68,14 +78,26 @@ class TreeFileSystem {
   // flush and the logout (the target is gone from the tree either way).
   Status Remove(const std::string& name);
 
+  // A LUN the target now has: its file appears in the target's directory. InvalidArgument if
+  // the file is there already, NotFound for an unknown target.
+  Status AddLun(const std::string& target, LunFile file);
+  // A LUN the target no longer has: its file leaves the tree at once; requests already running
+  // on it finish (they hold the file), nothing is flushed (the LUN is gone). NotFound when there
+  // is no such file.
+  Status RemoveLun(const std::string& target, const std::string& file);
+  // The file's size changed: the kernel drops the attributes it cached.
+  void SizeChanged(const std::string& target, const std::string& file);
+
  private:
   friend struct TreeOpsImpl;
   struct Node;
-  // Where an inode leads: a target's directory (file < 0) or one of its files.
+  // Where an inode leads: a target's directory (no file) or one of its files.
   struct InodeRef {
     std::shared_ptr<Node> node;
-    int file = -1;
+    std::shared_ptr<const LunFile> file;
   };
+  // A file's inode, 0 if the target has no such file.
+  uint64_t FileIno(const Node& node, const std::string& file) const ISER_REQUIRES(mu_);
   // A target's inode, or no node for the root and inodes not (or no longer) in the tree.
   InodeRef Resolve(uint64_t ino) const;
   void FillDirAttr(uint64_t ino, nlink_t links, struct stat* st) const;

@@ -7,8 +7,11 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
+#include <chrono>
 #include <cstring>
+#include <map>
 #include <memory>
 #include <set>
 #include <thread>
@@ -19,6 +22,7 @@
 #include "frontends/fuse/tree_file_system.h"
 #include "frontends/fuse/unmount_guard.h"
 #include "initiator/base/log.h"
+#include "initiator/block/lun_info.h"
 #include "initiator/login/negotiation.h"
 
 namespace iser::fuse {
@@ -76,10 +80,26 @@ class TreeServer {
     Status status;  // of the discovery
     std::vector<std::string> added, removed;
     std::vector<std::pair<std::string, Status>> failed;
+    // LUN files, as paths under the root ("<iqn>/lun<N>"), that appeared and went.
+    std::vector<std::string> luns_added, luns_removed;
     Json ToJson() const;
   };
-  // The portal's targets now: logs in to the new ones and out of the gone ones.
+  // The portal's targets now: logs in to the new ones and out of the gone ones (whole-portal
+  // mounts); then every target's LUNs and sizes are read again (RescanLuns).
   ScanResult Rescan();
+  // Discovers again: logs in to the targets the portal added, out of those it dropped.
+  void RescanPortal(ScanResult* r);
+  // One target's LUNs now (REPORT LUNS, unless the login named a LUN): files appear for new
+  // disk LUNs and go for the LUNs gone; every LUN's capacity is read again (NotifySizes then
+  // tells the kernel about the sizes that changed).
+  void RescanLuns(const TreeTargetView& t, ScanResult* r);
+  // RescanLuns for the targets whose session got UNIT ATTENTION 3F/0E (reported LUNs data has
+  // changed) or 2A/09 (capacity data has changed) since the last look; then NotifySizes. The
+  // control thread calls it every kLunWatchInterval, between requests.
+  void RescanChangedLuns();
+  // Tells the kernel to drop the attributes it cached for each file whose LUN's size is not the
+  // one it was last told (a rescan, a unit attention or an open read it again).
+  void NotifySizes();
   Status StartLogins(const std::vector<LoginSpec>& initial);
   Json StatusJson();
   void ControlMain();
@@ -98,7 +118,20 @@ class TreeServer {
   // The reply to the logout that removed the last session: sent once everything is cleaned up.
   int reply_fd_ = -1;
   Json reply_;
+  // Per target, the sum of its session's luns_changes() and capacity_changes() when its LUNs were
+  // last read (control thread only): both only grow, so the sum moves when either does.
+  std::map<std::string, uint64_t> changes_seen_;
+  // Per file ("<iqn>/lun<N>"), the size the kernel last got from us (control thread only).
+  std::map<std::string, uint64_t> sizes_told_;
 };
+
+// How often the control thread looks for targets that reported changed LUNs or capacities: a
+// unit attention a command got shows in the tree within about this long.
+constexpr std::chrono::seconds kLunWatchInterval{1};
+
+uint64_t ChangesOf(const Session& session) {
+  return session.luns_changes() + session.capacity_changes();
+}
 
 Status TreeServer::Login(const LoginSpec& spec, bool* exists) {
   *exists = fs_.Contains(spec.url.target);
@@ -110,7 +143,9 @@ Status TreeServer::Login(const LoginSpec& spec, bool* exists) {
     (*session)->Close().IgnoreError();
     return files.status();
   }
-  ISER_RETURN_IF_ERROR(fs_.Add({spec.url.target, *session, std::move(files.value())}));
+  changes_seen_[spec.url.target] = ChangesOf(**session);
+  ISER_RETURN_IF_ERROR(
+      fs_.Add({spec.url.target, *session, std::move(files.value()), !spec.url.lun.has_value()}));
   Log(LogLevel::kInfo, "logged in to " + spec.url.Redacted());
   return Status::OK();
 }
@@ -125,13 +160,102 @@ Result<std::vector<DiscoveredTarget>> TreeServer::DiscoverPortal() {
 
 TreeServer::ScanResult TreeServer::Rescan() {
   ScanResult r;
-  if (!o_.portal) return r;
+  if (o_.portal) RescanPortal(&r);
+  for (const TreeTargetView& t : fs_.Targets()) {
+    // Those just logged in to have their LUNs read already.
+    if (std::find(r.added.begin(), r.added.end(), t.name) == r.added.end()) RescanLuns(t, &r);
+  }
+  NotifySizes();
+  return r;
+}
+
+void TreeServer::RescanLuns(const TreeTargetView& t, ScanResult* r) {
+  changes_seen_[t.name] = ChangesOf(*t.session);
+  std::map<uint64_t, std::shared_ptr<const LunFile>> have;
+  for (const auto& f : t.luns) have[f->device->info().lun] = f;
+  std::set<uint64_t> reported;
+  if (t.all_luns) {
+    Result<std::vector<uint64_t>> luns = ReportLuns(*t.session);
+    if (!luns.ok()) {
+      Log(LogLevel::kWarning, "LUN rescan of " + t.name + ": " + luns.status().ToString());
+      return;
+    }
+    reported.insert(luns->begin(), luns->end());
+  }
+  auto add = [&](uint64_t lun) {
+    Result<std::unique_ptr<BlockDevice>> dev = BlockDevice::Open(t.session, lun);
+    if (!dev.ok()) {
+      // A controller or other non-disk LUN is not served, as at login.
+      if (dev.status().code() != StatusCode::kNotSupported) {
+        Log(LogLevel::kWarning, "LUN rescan of " + t.name + ": " + dev.status().ToString());
+      }
+      return;
+    }
+    const std::string path = t.name + "/" + LunFileName(lun);
+    const uint64_t size = (*dev)->info().size_bytes;
+    if (fs_.AddLun(t.name, LunFile{LunFileName(lun), std::move(dev.value())}).ok()) {
+      Log(LogLevel::kInfo,
+          "LUN rescan: " + path + " appeared (" + std::to_string(size) + " bytes)");
+      r->luns_added.push_back(path);
+    }
+  };
+  auto remove = [&](uint64_t lun) {
+    const std::string path = t.name + "/" + LunFileName(lun);
+    sizes_told_.erase(path);
+    if (fs_.RemoveLun(t.name, LunFileName(lun)).ok()) {
+      Log(LogLevel::kInfo, "LUN rescan: " + path + " is gone");
+      r->luns_removed.push_back(path);
+    }
+  };
+  for (uint64_t lun : reported) {
+    if (!have.count(lun)) add(lun);
+  }
+  for (const auto& [lun, f] : have) {
+    if (t.all_luns && !reported.count(lun)) {
+      remove(lun);
+      continue;
+    }
+    Result<uint64_t> size = f->device->RefreshSize();
+    if (size.status().code() == StatusCode::kNotSupported) {
+      // Another LUN under the same number (deleted and created again with other blocks).
+      Log(LogLevel::kInfo, size.status().message());
+      remove(lun);
+      add(lun);
+    } else if (!size.ok()) {
+      Log(LogLevel::kWarning, "LUN rescan of " + t.name + ": " + size.status().ToString());
+    }
+  }
+}
+
+void TreeServer::RescanChangedLuns() {
+  for (const TreeTargetView& t : fs_.Targets()) {
+    if (ChangesOf(*t.session) == changes_seen_[t.name]) continue;
+    ScanResult r;
+    RescanLuns(t, &r);
+  }
+  NotifySizes();
+}
+
+void TreeServer::NotifySizes() {
+  for (const TreeTargetView& t : fs_.Targets()) {
+    for (const auto& f : t.luns) {
+      const uint64_t size = f->device->size_bytes();
+      auto [it, first] = sizes_told_.try_emplace(t.name + "/" + f->name, size);
+      if (first || it->second == size) continue;
+      it->second = size;
+      fs_.SizeChanged(t.name, f->name);
+    }
+  }
+}
+
+void TreeServer::RescanPortal(ScanResult* out) {
+  ScanResult& r = *out;
   Result<std::vector<DiscoveredTarget>> found = DiscoverPortal();
   if (!found.ok()) {
     Log(LogLevel::kError,
         "rescan of " + o_.portal->url.portal.ToString() + ": " + found.status().ToString());
     r.status = found.status();
-    return r;
+    return;
   }
   std::set<std::string> names;
   for (const DiscoveredTarget& t : *found) {
@@ -154,7 +278,6 @@ TreeServer::ScanResult TreeServer::Rescan() {
     if (!st.ok()) Log(LogLevel::kWarning, "rescan: logout of " + name + ": " + st.ToString());
     r.removed.push_back(name);
   }
-  return r;
 }
 
 Json TreeServer::ScanResult::ToJson() const {
@@ -164,6 +287,8 @@ Json TreeServer::ScanResult::ToJson() const {
   Json f = Json::array();
   for (const auto& [name, st] : failed) f.push_back({{"target", name}, {"error", st.ToString()}});
   reply["failed"] = f;
+  reply["luns_added"] = luns_added;
+  reply["luns_removed"] = luns_removed;
   return reply;
 }
 
@@ -171,7 +296,8 @@ Status TreeServer::StartLogins(const std::vector<LoginSpec>& initial) {
   bool exists = false;
   for (const LoginSpec& spec : initial) ISER_RETURN_IF_ERROR(Login(spec, &exists));
   if (!o_.portal) return Status::OK();
-  const ScanResult scan = Rescan();
+  ScanResult scan;
+  RescanPortal(&scan);
   ISER_RETURN_IF_ERROR(scan.status);
   if (!fs_.Names().empty()) return Status::OK();
   if (scan.failed.empty()) {
@@ -270,9 +396,19 @@ bool TreeServer::Handle(int fd) {
 }
 
 void TreeServer::ControlMain() {
+  using Clock = std::chrono::steady_clock;
+  Clock::time_point next_watch = Clock::now() + kLunWatchInterval;
   for (;;) {
+    const Clock::time_point now = Clock::now();
+    if (now >= next_watch) {
+      RescanChangedLuns();
+      next_watch = now + kLunWatchInterval;
+    }
+    const auto wait =
+        std::chrono::ceil<std::chrono::milliseconds>(next_watch - Clock::now()).count();
     pollfd fds[2] = {{wake_[0], POLLIN, 0}, {listen_fd_, POLLIN, 0}};
-    if (poll(fds, 2, -1) < 0) {
+    const int ready = poll(fds, 2, static_cast<int>(std::max<int64_t>(wait, 0)));
+    if (ready < 0) {
       if (errno == EINTR) continue;
       Log(LogLevel::kError, std::string("control thread: ") + std::strerror(errno));
       return;
@@ -281,8 +417,10 @@ void TreeServer::ControlMain() {
       char c = 0;
       if (read(wake_[0], &c, 1) == 1 && c == 'q') return;
       const Json scan = Rescan().ToJson();
-      Log(LogLevel::kInfo,
-          "rescan: added " + scan["added"].dump() + ", removed " + scan["removed"].dump());
+      Log(LogLevel::kInfo, "rescan: added " + scan["added"].dump() + ", removed " +
+                               scan["removed"].dump() + ", LUNs added " +
+                               scan["luns_added"].dump() + ", LUNs removed " +
+                               scan["luns_removed"].dump());
     }
     if (fds[1].revents) {
       const int fd = accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC);

@@ -10,11 +10,16 @@
 // whole-portal mount a target whose login fails is skipped with a warning, unless all fail.
 //
 // While serving: a login to a target already in the tree changes nothing and says so ("exists");
-// a failed login leaves the other sessions alone. A rescan (whole-portal mounts; the request, or
-// SIGHUP) logs in to the targets the portal now reports that the tree lacks, and logs out of
-// those it no longer reports. The process ends when a logout removes its last session, on
-// SIGINT/SIGTERM (SIGHUP too for the session daemon) and when unmounted: every remaining target
-// is flushed and logged out, the tree unmounted, the socket and state file removed.
+// a failed login leaves the other sessions alone. A rescan (the request; SIGHUP at a whole-portal
+// mount) logs in to the targets the portal now reports that the tree lacks, and logs out of
+// those it no longer reports (whole-portal mounts only), then reads every target's LUNs and
+// capacities again: files appear for new disk LUNs, go for LUNs the target dropped, and show
+// new sizes. The same LUN rescan runs by itself, within about a second, for a target whose
+// session got UNIT ATTENTION 3F/0E (reported LUNs data has changed) or 2A/09 (capacity data has
+// changed): tgtd raises 3F/0E when a LUN is added or deleted. The process ends when a logout
+// removes its last session, on SIGINT/SIGTERM (SIGHUP too for the session daemon) and when
+// unmounted: every remaining target is flushed and logged out, the tree unmounted, the socket and
+// state file removed.
 #pragma once
 
 #include <optional>

@@ -36,6 +36,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -77,6 +78,9 @@ struct Target {
   iser::Mutex mu;
   std::shared_ptr<iser::Session> session ISER_GUARDED_BY(mu);
   std::map<uint64_t, std::unique_ptr<BlockDevice>> devices ISER_GUARDED_BY(mu);
+  // The disk LUNs the last list showed, to log what changed since (the target adds and deletes
+  // LUNs while we serve it; its UNIT ATTENTION 3F/0E is logged by the session).
+  std::optional<std::set<uint64_t>> listed ISER_GUARDED_BY(mu);
 };
 
 // Serving state, set up in get_ready and fixed from then on (each Target guards its own state).
@@ -137,11 +141,13 @@ iser::IscsiUrl EffectiveUrl() {
   return url;
 }
 
-std::string Describe(const iser::LunInfo& info) {
+// The LUN's size now: a LUN the target resized shows its new size.
+std::string Describe(BlockDevice& dev) {
+  const iser::LunInfo& info = dev.info();
   std::string d = info.vendor;
   if (!info.product.empty()) d += (d.empty() ? "" : " ") + info.product;
   if (!info.revision.empty()) d += " " + info.revision;
-  return d + ", LUN " + std::to_string(info.lun) + ", " + std::to_string(info.size_bytes) +
+  return d + ", LUN " + std::to_string(info.lun) + ", " + std::to_string(dev.size_bytes()) +
          " bytes";
 }
 
@@ -172,11 +178,21 @@ Result<BlockDevice*> DeviceFor(Target& t, uint64_t lun) {
   nbdkit_debug("%sLUN %" PRIu64
                ": %s; blocks %u/%u, max transfer %u, read_only=%d wce=%d "
                "dpofua=%d lbpme=%d lbpu=%d lbpws=%d lbprz=%d rotational=%d",
-               target.c_str(), lun, Describe(i).c_str(), i.logical_block_size,
+               target.c_str(), lun, Describe(*p).c_str(), i.logical_block_size,
                i.physical_block_size, i.max_transfer_bytes, i.read_only, i.write_cache, i.fua,
                i.thin, i.unmap, i.write_same_unmap, i.unmapped_reads_zero, i.rotational);
   t.devices.emplace(lun, std::move(*dev));
   return p;
+}
+
+// Reads the LUN's capacity again: a target may resize a LUN without a unit attention (tgtd
+// deletes and creates it again), so each list and each new connection asks. A LUN that has
+// other blocks now cannot be served by this BlockDevice; a failing READ CAPACITY keeps the size.
+Status RefreshSize(BlockDevice& dev) {
+  Result<uint64_t> size = dev.RefreshSize();
+  if (size.status().code() == iser::StatusCode::kNotSupported) return size.status();
+  if (!size.ok()) nbdkit_debug("%s", size.status().message().c_str());
+  return Status::OK();
 }
 
 std::optional<uint64_t> ParseLun(std::string_view name) {
@@ -375,22 +391,49 @@ void IserCleanup() {
 
 // ---- Exports: one per disk LUN ----------------------------------------------------------------
 
+// Logs the disk LUNs that appeared and went since the target's last list.
+void LogListChanges(Target& t, const std::set<uint64_t>& disks) {
+  iser::MutexLock lock(&t.mu);
+  if (t.listed) {
+    for (uint64_t lun : disks) {
+      if (!t.listed->count(lun)) {
+        nbdkit_debug("%s: LUN %" PRIu64 " appeared: export %s%" PRIu64, t.url.target.c_str(), lun,
+                     t.export_prefix.c_str(), lun);
+      }
+    }
+    for (uint64_t lun : *t.listed) {
+      if (!disks.count(lun)) {
+        nbdkit_debug("%s: LUN %" PRIu64 " is gone: export %s%" PRIu64 " no longer listed",
+                     t.url.target.c_str(), lun, t.export_prefix.c_str(), lun);
+      }
+    }
+  }
+  t.listed = disks;
+}
+
 // Adds the disk LUNs of one target.
 Status ListTarget(Target& t, struct nbdkit_exports* exports) {
   Result<std::shared_ptr<iser::Session>> session = SessionOf(t);
   if (!session.ok()) return session.status();
   Result<std::vector<uint64_t>> luns = iser::ReportLuns(**session);
   if (!luns.ok()) return luns.status();
+  std::set<uint64_t> disks;
   for (uint64_t lun : *luns) {
     Result<BlockDevice*> dev = DeviceFor(t, lun);
     if (!dev.ok() && dev.status().code() == iser::StatusCode::kNotSupported)
       continue;  // not a disk
     if (!dev.ok()) return dev.status();
+    if (Status st = RefreshSize(**dev); !st.ok()) {
+      nbdkit_error("%s", st.message().c_str());
+      continue;
+    }
+    disks.insert(lun);
     const std::string name = t.export_prefix + std::to_string(lun);
-    if (nbdkit_add_export(exports, name.c_str(), Describe((*dev)->info()).c_str()) == -1) {
+    if (nbdkit_add_export(exports, name.c_str(), Describe(**dev).c_str()) == -1) {
       return Status::ResourceExhausted("nbdkit took no more exports at " + name);
     }
   }
+  LogListChanges(t, disks);
   return Status::OK();
 }
 
@@ -447,8 +490,9 @@ void* IserOpen(int /*readonly*/) {
     return nullptr;
   }
   Result<BlockDevice*> dev = DeviceFor(*exp->first, exp->second);
-  if (!dev.ok()) {
-    Fail(dev.status());
+  Status st = dev.ok() ? RefreshSize(**dev) : dev.status();
+  if (!st.ok()) {
+    Fail(st);
     return nullptr;
   }
   return *dev;
@@ -462,7 +506,7 @@ BlockDevice& Dev(void* handle) {
 }
 
 const char* IserExportDescription(void* handle) {
-  return nbdkit_strdup_intern(Describe(Dev(handle).info()).c_str());
+  return nbdkit_strdup_intern(Describe(Dev(handle)).c_str());
 }
 
 // ---- What the LUN can do ----------------------------------------------------------------------

@@ -4,6 +4,7 @@
 #include <cerrno>
 #include <cstring>
 
+#include "initiator/base/log.h"
 #include "initiator/base/notification.h"
 #include "initiator/scsi/commands.h"
 
@@ -82,19 +83,38 @@ BlockDevice::BlockDevice(std::shared_ptr<Session> session, LunInfo info)
       info_(std::move(info)),
       size_bytes_(info_.size_bytes),
       capacity_changes_seen_(session_->capacity_changes()),
+      luns_changes_seen_(session_->luns_changes()),
       zero_block_(info_.logical_block_size) {}
 
 BlockDevice::~BlockDevice() = default;
 
 uint64_t BlockDevice::size_bytes() {
-  const uint64_t changes = session_->capacity_changes();
-  if (capacity_changes_seen_.exchange(changes) != changes) {
-    Result<scsi::Capacity> cap = ReadLunCapacity(*session_, info_.lun);
-    if (cap.ok() && cap->block_size == info_.logical_block_size) {
-      size_bytes_ = cap->blocks * cap->block_size;
-    }
-  }
+  const uint64_t capacity = session_->capacity_changes();
+  const uint64_t luns = session_->luns_changes();
+  const bool capacity_moved = capacity_changes_seen_.exchange(capacity) != capacity;
+  const bool luns_moved = luns_changes_seen_.exchange(luns) != luns;
+  // A failed READ CAPACITY keeps the last size (logged where it failed).
+  if (capacity_moved || luns_moved) RefreshSize().status().IgnoreError();
   return size_bytes_.load();
+}
+
+Result<uint64_t> BlockDevice::RefreshSize() {
+  Result<scsi::Capacity> cap = ReadLunCapacity(*session_, info_.lun);
+  if (!cap.ok()) return cap.status();
+  if (cap->block_size != info_.logical_block_size) {
+    return Status::NotSupported("LUN " + std::to_string(info_.lun) + " of " +
+                                session_->target_name() + " now has " +
+                                std::to_string(cap->block_size) + "-byte blocks instead of " +
+                                std::to_string(info_.logical_block_size));
+  }
+  const uint64_t size = cap->blocks * cap->block_size;
+  const uint64_t before = size_bytes_.exchange(size);
+  if (before != size) {
+    Log(LogLevel::kInfo, "LUN " + std::to_string(info_.lun) + " of " + session_->target_name() +
+                             ": capacity changed from " + std::to_string(before) + " to " +
+                             std::to_string(size) + " bytes");
+  }
+  return size;
 }
 
 Status BlockDevice::CheckRange(uint64_t offset, uint64_t len, const char* what) const {

@@ -62,9 +62,15 @@ class BlockDevice {
   // What the LUN was at open; size_bytes() is its size now.
   const LunInfo& info() const { return info_; }
   // The LUN's size in bytes. After the target reported that the capacity changed (UNIT
-  // ATTENTION 2A/09, Session::capacity_changes()) the next call reads it again; a failing READ
-  // CAPACITY keeps the last size. Not from the session's I/O thread.
+  // ATTENTION 2A/09, Session::capacity_changes()) or that its LUNs changed (3F/0E,
+  // Session::luns_changes(): tgtd resizes a LUN by deleting and adding it again) the next call
+  // reads it again; a failing READ CAPACITY keeps the last size. Not from the session's I/O
+  // thread.
   uint64_t size_bytes();
+  // Reads the capacity now (READ CAPACITY) and returns the size; a change is logged. Fails when
+  // the command does, and with kNotSupported when the logical block size differs from the one at
+  // open (another LUN has that number now: open it again).
+  Result<uint64_t> RefreshSize();
   Session& session() { return *session_; }
 
   void Submit(IoRequest* req);
@@ -98,6 +104,7 @@ class BlockDevice {
   LunInfo info_;
   std::atomic<uint64_t> size_bytes_;
   std::atomic<uint64_t> capacity_changes_seen_{0};
+  std::atomic<uint64_t> luns_changes_seen_{0};
   std::vector<uint8_t> zero_block_;
 
   Mutex range_mu_;

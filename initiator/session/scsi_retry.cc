@@ -41,6 +41,7 @@ RetryDecision DecideScsiRetry(const Task& t) {
     case sense_key::kUnitAttention:
       d.retry = true;
       d.capacity_changed = sense.asc == 0x2a && sense.ascq == 0x09;
+      d.luns_changed = sense.asc == 0x3f && sense.ascq == 0x0e;
       d.reason = "UNIT ATTENTION";
       return d;
     case sense_key::kNotReady:

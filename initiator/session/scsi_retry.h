@@ -20,6 +20,7 @@ struct RetryDecision {
   bool retry = false;
   std::chrono::milliseconds delay{0};  // how long to wait before sending it again
   bool capacity_changed = false;       // UNIT ATTENTION 2A/09: the LUN's size changed
+  bool luns_changed = false;           // UNIT ATTENTION 3F/0E: LUNs were added or removed
   const char* reason = "";             // "BUSY", "UNIT ATTENTION", ... for logs
   Sense sense;                         // decoded for CHECK CONDITION, for the same logs
 };

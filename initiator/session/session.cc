@@ -331,6 +331,7 @@ void Session::Finish(Task* t) {
   if (t->scsi_status != 0) {
     const RetryDecision d = DecideScsiRetry(*t);
     if (d.capacity_changed) capacity_changes_.fetch_add(1);
+    if (d.luns_changed) luns_changes_.fetch_add(1);
     if (d.retry) {
       Log(t->scsi_status == scsi_status::kCheckCondition ? LogLevel::kInfo : LogLevel::kDebug,
           Describe() + ": " + d.reason + (d.sense.valid ? " (" + d.sense.ToString() + ")" : "") +

@@ -106,6 +106,9 @@ class Session final : private DatamoverEvents {
   // Counts UNIT ATTENTIONs "capacity data has changed": a frontend that caches the LUN's size
   // reads it again when this moves.
   uint64_t capacity_changes() const { return capacity_changes_.load(); }
+  // Counts UNIT ATTENTIONs "reported LUNs data has changed" (3F/0E): LUNs were added or removed
+  // (tgtd also raises it for a LUN deleted and added again, e.g. with a larger backing file).
+  uint64_t luns_changes() const { return luns_changes_.load(); }
 
  private:
   explicit Session(const SessionOptions& options);
@@ -244,6 +247,7 @@ class Session final : private DatamoverEvents {
   // A command completed on the current connection: a later loss starts a new recovery episode.
   std::atomic<bool> progress_{false};
   std::atomic<uint64_t> capacity_changes_{0};
+  std::atomic<uint64_t> luns_changes_{0};
   std::atomic<uint64_t> retried_commands_{0};
   std::atomic<uint64_t> commands_{0};
   std::atomic<uint64_t> bytes_read_{0};

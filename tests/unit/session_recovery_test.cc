@@ -364,6 +364,25 @@ TEST_F(SessionRecoveryTest, CapacityChangedIsCountedForTheFrontends) {
   ASSERT_EQ(TakeCommands().size(), 1u);
 }
 
+// tgtd raises 3F/0E on every I_T nexus of a target when a LUN is added or deleted: the command
+// that gets it is sent again and the frontends are told to read the LUN list again.
+TEST_F(SessionRecoveryTest, ReportedLunsChangedIsCountedForTheFrontends) {
+  Open();
+  TestTask& t = NewRead(512);
+  session_->Submit(&t.task);
+  ASSERT_EQ(TakeCommands().size(), 1u);
+  std::vector<uint8_t> sense;
+  const Bhs ua = CheckCondition(t, 0x06, 0x3f, 0x0e, &sense);
+  EXPECT_EQ(session_->luns_changes(), 0u);
+  fake_.Deliver(ua, sense);
+  EXPECT_EQ(session_->luns_changes(), 1u);
+  EXPECT_EQ(session_->capacity_changes(), 0u);
+  ASSERT_EQ(TakeCommands().size(), 1u);
+  Respond(t);
+  EXPECT_EQ(t.completions, 1);
+  EXPECT_EQ(t.task.scsi_status, 0);
+}
+
 TEST_F(SessionRecoveryTest, BusyIsRetriedAfterABackOffABoundedNumberOfTimes) {
   Open();
   TestTask& t = NewWrite(512);
