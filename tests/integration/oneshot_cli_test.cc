@@ -32,13 +32,13 @@ constexpr int kLoginTimeoutSeconds = 3;
 constexpr auto kAnswerBound = std::chrono::seconds(kLoginTimeoutSeconds + 10);
 constexpr const char* kTarget = "iqn.2026-11.io.iser-connect.test:broken";
 
-// After the login, a PDU whose opcode no target may send: the initiator must drop the
-// connection. The pause lets the initiator read it before the close, so the cause it logs is
-// this PDU rather than a reset.
+// After the login, a PDU with an initiator's opcode (SCSI Command), which no target may send:
+// the initiator must drop the connection. The pause lets the initiator read it before the close, so
+// the cause it logs is this PDU rather than a reset.
 void LoginThenBreak(FakeConnection& c) {
   if (!c.Login(FakeLoginBehavior{})) return;
   Bhs garbage;
-  garbage.b[0] = 0x3f;
+  garbage.b[0] = 0x01;
   c.Send(garbage);
   std::this_thread::sleep_for(200ms);
 }
@@ -98,10 +98,10 @@ TEST(OneShotCliTest, LsAnswersWithinTheLoginTimeoutAndLogsEveryLossAndAttempt) {
   EXPECT_LT(r.took, kAnswerBound) << "ls answered after " << Seconds(r.took) << " s";
   // A protocol error is iscsiadm's generic failure.
   EXPECT_EQ(r.rc, 1) << r.err;
-  const std::string cause = "unknown opcode 0x3f";
-  EXPECT_CONTAINS(r.err, "warning: session to " + std::string(kTarget));
-  EXPECT_CONTAINS(r.err, "lost: from 127.0.0.1:" + std::to_string(portal.port()));
-  EXPECT_CONTAINS(r.err, cause + "; recovering (loss 1 in a row)");
+  const std::string cause = "target sent a PDU with unknown opcode 0x01";
+  EXPECT_CONTAINS(r.err, "warning: session to " + std::string(kTarget) + " at ");
+  EXPECT_CONTAINS(r.err, " lost: connection TCP 127.0.0.1:" + std::to_string(portal.port()) + ": " +
+                             cause + "; recovering (loss 1 in a row)");
   // Each recovery logs in, and loses the new connection the same way.
   EXPECT_CONTAINS(r.err, "at attempt 1,");
   EXPECT_CONTAINS(r.err, cause + "; recovering (loss 2 in a row)");
@@ -149,7 +149,7 @@ TEST(OneShotCliTest, DiscoverAnswersAtOnceWithTheCause) {
   const CliRun r = RunCli("discover -p 127.0.0.1:" + std::to_string(portal.port()) + Timeouts());
   EXPECT_LT(r.took, kAnswerBound) << "discover answered after " << Seconds(r.took) << " s";
   EXPECT_EQ(r.rc, 1) << r.err;
-  EXPECT_CONTAINS(r.err, "unknown opcode 0x3f");
+  EXPECT_CONTAINS(r.err, "unknown opcode 0x01");
 }
 
 }  // namespace
