@@ -1,7 +1,7 @@
 // Discovery of a big portal against a scripted target: tgtd sends a SendTargets answer of any
-// length in one Text Response PDU (up to the MaxRecvDataSegmentLength we declared), 68 KiB for
-// 1000 targets. tests/fuse/big_portal.sh does the same against a real tgtd, end to end; this one
-// needs no root and runs in a second.
+// length in one Text Response PDU (up to the MaxRecvDataSegmentLength we declared), 64893 bytes
+// for 1000 targets. tests/fuse/big_portal.sh does the same against a real tgtd, end to end; this
+// one needs no root and runs in a second.
 #include <gtest/gtest.h>
 
 #include <string>
@@ -26,9 +26,9 @@ SessionOptions OptionsFor(const FakeTarget& t) {
   return o;
 }
 
-// A big portal's SendTargets answer in one Text Response of 68 KiB, as tgtd sends it for 1000
-// targets: longer than the login phase's 8 KiB, within the MaxRecvDataSegmentLength we declared.
-TEST(FakeTarget, SendTargetsInOneLongTextResponse) {
+// A SendTargets answer for 1000 targets in one Text Response of about 70 KiB: longer than the
+// login phase's 8 KiB, within the MaxRecvDataSegmentLength we declared.
+TEST(BigSendTargets, OneTextResponseOf1000Targets) {
   constexpr int kTargets = 1000;
   TextPairs pairs;
   for (int i = 1; i <= kTargets; ++i) {
