@@ -46,6 +46,13 @@ void PrintText(const std::vector<TargetListing>& listing) {
   }
 }
 
+// A command that failed because recovery gave up is reported with recovery's cause, so that ls
+// exits with the code of what went wrong (24 for CHAP refused at each login, ...).
+Status CommandFailure(const Session& session, const Status& failed) {
+  Status cause = session.RecoveryFailure();
+  return cause.ok() ? failed : cause;
+}
+
 TargetListing ListTarget(const IscsiUrl& base, const ConnectOptions& c, const std::string& name,
                          const TargetPortal& portal) {
   TargetListing t{name, portal, Status::OK(), {}};
@@ -63,7 +70,7 @@ TargetListing ListTarget(const IscsiUrl& base, const ConnectOptions& c, const st
   } else {
     Result<std::vector<uint64_t>> reported = ReportLuns(**session);
     if (!reported.ok()) {
-      t.status = reported.status();
+      t.status = CommandFailure(**session, reported.status());
       return t;
     }
     luns = *reported;
@@ -71,7 +78,7 @@ TargetListing ListTarget(const IscsiUrl& base, const ConnectOptions& c, const st
   for (uint64_t lun : luns) {
     Result<LunInfo> info = ProbeLun(**session, lun);
     if (!info.ok()) {
-      t.status = info.status();
+      t.status = CommandFailure(**session, info.status());
       return t;
     }
     t.luns.push_back(*info);
@@ -92,6 +99,10 @@ void AddLsCommand(CLI::App& app, GlobalOptions& g) {
   CLI::App* cmd = app.add_subcommand("ls", "list targets and LUNs with their properties");
   AddGlobalOptions(*cmd, g);
   AddSessionOptions(*cmd, g);
+  cmd->get_option("--replacement-timeout")
+      ->description(
+          "seconds a command waits for a lost connection to be recovered before ls reports the "
+          "cause (default: the URL's replacement_timeout=, else the login timeout)");
   cmd->add_option("url", args->where, "iscsi:// or iser:// URL, or a portal HOST[:PORT]")
       ->required();
   cmd->add_flag("--json", args->json, "print JSON");
@@ -101,6 +112,11 @@ void AddLsCommand(CLI::App& app, GlobalOptions& g) {
     if (!url.ok()) throw CLI::RuntimeError(Fail(url.status()));
     Result<ConnectOptions> c = MakeConnectOptions(g);
     if (!c.ok()) throw CLI::RuntimeError(Fail(c.status()));
+    // A one-shot command answers within the login timeout: I/O waits for a lost connection no
+    // longer than that, unless --replacement-timeout or the URL says otherwise.
+    if (!c->replacement_timeout && !url->replacement_timeout) {
+      c->replacement_timeout = c->login_timeout;
+    }
     std::vector<TargetListing> listing;
     if (!url->target.empty()) {
       listing.push_back(ListTarget(*url, *c, url->target, TargetPortal{url->portal, 1}));

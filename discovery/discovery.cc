@@ -17,8 +17,13 @@ Result<std::vector<DiscoveredTarget>> DiscoverTargets(const SessionOptions& opti
   LoginOutcome outcome;
   Portal portal;
   ISER_RETURN_IF_ERROR(ConnectAndLogin(options, SessionType::kDiscovery, &dm, &outcome, &portal));
-  const Deadline deadline = Clock::now() + options.login_timeout;
   const std::string where = "SendTargets at " + dm->Describe();
+  // The datamover still holds incoming PDUs to the login phase's 8 KiB; the Text Responses may be
+  // as long as the MaxRecvDataSegmentLength we declared (tgtd sends a whole SendTargets answer in
+  // one PDU, 13 KiB for 200 targets).
+  Status entered = dm->EnterFullFeature(ConnectionParamsOf(outcome.params));
+  if (!entered.ok()) return entered.WithContext(where);
+  const Deadline deadline = Clock::now() + options.login_timeout;
   uint32_t exp_statsn = outcome.exp_statsn;
   const uint32_t cmdsn = 1;
   const uint32_t itt = 1;

@@ -2,6 +2,9 @@
 // SendTargets=All in a Text Request, follow Text Response continuation (F=0 with a TTT, and the
 // C bit for pairs split across PDUs; tgt splits without C, so the data of all PDUs is joined
 // before parsing), then log out. Runs on the caller's thread, bounded by the login timeout.
+// A Text Response may be as long as the MaxRecvDataSegmentLength we declared in the login
+// (16777215 over TCP: tgt sends a big portal's whole answer in one PDU); the whole answer is
+// bounded at 16 MiB.
 #pragma once
 
 #include <vector>

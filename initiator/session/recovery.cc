@@ -94,19 +94,35 @@ uint64_t Session::CollectForReplay(const std::string& cause) {
   return replayed;
 }
 
-void Session::GiveUp(const Status& cause) {
+Status Session::RecoveryFailure() const {
+  MutexLock lock(&submit_mu_);
+  return recovery_failure_;
+}
+
+void Session::GiveUp() {
   const bool first = !gave_up_;
   gave_up_ = true;
   const Clock::duration elapsed = Clock::now() - episode_start_;
-  const Status why = Status::IoError(
-      "the session to " + Describe() + " was lost (" + cause.message() + ") " +
-      SecondsText(elapsed) + " ago and is not back within replacement_timeout (" +
-      SecondsText(options_.replacement_timeout) + "); recovery goes on in the background");
+  // Logins that all fail the same way say more than the loss that started it all (a target
+  // that restarted without our CHAP account, or without the target).
+  const bool logins_agree = attempts_agree_ && !attempt_failure_.ok();
+  std::string text = "the session to " + Describe() + " was lost (" + first_loss_.message() + ") " +
+                     SecondsText(elapsed) + " ago and is not back within " +
+                     "replacement_timeout (" + SecondsText(options_.replacement_timeout) + ")";
+  if (losses_ > 1) text += ", lost " + std::to_string(losses_) + " times in a row";
+  if (logins_agree) {
+    text += ", " + std::to_string(attempts_) +
+            (attempts_ == 1 ? " login attempt failed: " : " login attempts all failed: ") +
+            attempt_failure_.message();
+  }
+  text += "; recovery goes on in the background";
+  const Status why = Status::IoError(text);
   Task* submitted;
   {
     MutexLock lock(&submit_mu_);
     accepting_ = false;
     refusal_ = why;
+    recovery_failure_ = Status(logins_agree ? attempt_failure_.code() : first_loss_.code(), text);
     if (!recovery_requested_) stats_.state = SessionStats::State::kFailed;
     submitted = submit_head_;
     submit_head_ = submit_tail_ = nullptr;
@@ -140,14 +156,24 @@ void Session::Recover() {
     episode_start_ = lost_at;
     backoff_ = std::chrono::milliseconds(0);
     gave_up_ = false;
+    losses_ = 0;
+    attempts_ = 0;
+    first_loss_ = cause;
+    attempt_failure_ = Status::OK();
+    attempts_agree_ = true;
   } else {
     // The last login succeeded but its connection died without completing anything (a target
     // that accepts and drops at once): wait longer each time, whatever Time2Wait says.
     backoff_ = std::clamp<std::chrono::milliseconds>(backoff_ * 2, kFirstBackoff, kMaxBackoff);
   }
+  ++losses_;
+  // Every loss and every attempt at warning level: a one-shot command or a mount that stalls
+  // must say why on stderr, not only after replacement_timeout.
+  Log(LogLevel::kWarning, "session to " + Describe() + " lost: " + cause.message() +
+                              "; recovering (loss " + std::to_string(losses_) + " in a row)");
   uint64_t replayed = CollectForReplay(cause.message());
   if (gave_up_ || options_.replacement_timeout.count() == 0) {
-    GiveUp(cause);
+    GiveUp();
     replayed = 0;
   }
 
@@ -163,7 +189,6 @@ void Session::Recover() {
   }
 
   Clock::time_point next_attempt = lost_at + std::max<Clock::duration>(time2wait, backoff_);
-  std::string last_error;
   for (;;) {
     const Clock::time_point give_up_at = episode_start_ + options_.replacement_timeout;
     {
@@ -178,22 +203,27 @@ void Session::Recover() {
       }
     }
     if (!gave_up_ && Clock::now() >= give_up_at) {
-      GiveUp(cause);
+      GiveUp();
       replayed = 0;
       continue;
     }
     for (const Portal& p : portals) {
+      ++attempts_;
       const Status st = Reconnect(p, replayed, lost_at);
-      if (st.ok()) return;
-      // Each new reason once at info level; a target that stays away does not flood the log.
-      if (st.message() != last_error) {
-        Log(LogLevel::kInfo, "recovering the session to " + options_.target_name + ": " +
-                                 st.message() + "; trying again");
-        last_error = st.message();
-      } else {
-        Log(LogLevel::kDebug,
-            "recovering the session to " + options_.target_name + ": " + st.message());
+      if (st.ok()) {
+        attempts_agree_ = false;
+        return;
       }
+      if (attempt_failure_.ok()) {
+        attempt_failure_ = st;
+      } else if (st.code() != attempt_failure_.code() ||
+                 st.message() != attempt_failure_.message()) {
+        attempts_agree_ = false;
+      }
+      // The back-off bounds this to one line per portal every two seconds.
+      Log(LogLevel::kWarning, "recovering the session to " + options_.target_name + ": attempt " +
+                                  std::to_string(attempts_) + " at " + p.ToString() +
+                                  " failed: " + st.message() + "; trying again");
       MutexLock lock(&submit_mu_);
       if (stopping_) return;
     }
@@ -255,6 +285,7 @@ Status Session::Reconnect(const Portal& portal, uint64_t replayed, Clock::time_p
     if (!stopping_) {
       accepting_ = true;
       refusal_ = Status::OK();
+      recovery_failure_ = Status::OK();
     }
     wake_pending_ = true;
   }
@@ -272,10 +303,10 @@ Status Session::Reconnect(const Portal& portal, uint64_t replayed, Clock::time_p
                                        std::chrono::duration_cast<std::chrono::milliseconds>(took));
     where_now = stats_.portal;
   }
-  Log(LogLevel::kInfo, "recovered the session to " + options_.target_name + " after " +
-                           SecondsText(took) + " via " + where_now + ", " +
-                           std::to_string(replayed) + (replayed == 1 ? " command" : " commands") +
-                           " replayed");
+  Log(LogLevel::kWarning, "recovered the session to " + options_.target_name + " after " +
+                              SecondsText(took) + " via " + where_now + " at attempt " +
+                              std::to_string(attempts_) + ", " + std::to_string(replayed) +
+                              (replayed == 1 ? " command" : " commands") + " replayed");
   return Status::OK();
 }
 

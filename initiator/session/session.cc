@@ -759,13 +759,8 @@ void Session::OnConnectionError(const Status& status) {
       stats_.last_loss = status.message();
     }
   }
-  if (recover) {
-    Log(LogLevel::kInfo,
-        "session to " + Describe() + " lost: " +
-            (logged_out ? std::string("logged out at the target's request") : status.message()) +
-            "; recovering");
-    return;
-  }
+  // The recovery thread logs the loss, numbered (recovery.cc).
+  if (recover) return;
   StopAccepting(status);
   // The target drops the connection after its Logout Response: that is how a logout ends, not a
   // failure worth reporting.

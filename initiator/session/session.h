@@ -109,6 +109,10 @@ class Session final : private DatamoverEvents {
   // Counts UNIT ATTENTIONs "reported LUNs data has changed" (3F/0E): LUNs were added or removed
   // (tgtd also raises it for a LUN deleted and added again, e.g. with a larger backing file).
   uint64_t luns_changes() const { return luns_changes_.load(); }
+  // While I/O fails because recovery has lasted past replacement_timeout: why, with the code of
+  // the cause (what every login attempt failed with, if they all failed the same way, else the
+  // first loss of the connection), for a one-shot command to exit with. OK otherwise.
+  Status RecoveryFailure() const;
 
  private:
   explicit Session(const SessionOptions& options);
@@ -177,7 +181,7 @@ class Session final : private DatamoverEvents {
   // that may not be sent twice. Returns how many will be replayed.
   uint64_t CollectForReplay(const std::string& cause);
   Status Reconnect(const Portal& portal, uint64_t replayed, Clock::time_point lost_at);
-  void GiveUp(const Status& why);
+  void GiveUp();
   // Ends the recovery thread (Close); tasks it held are left for Close to fail.
   void StopRecovery();
 
@@ -206,6 +210,7 @@ class Session final : private DatamoverEvents {
   std::chrono::seconds loss_time2wait_ ISER_GUARDED_BY(submit_mu_){0};
   SessionStats stats_ ISER_GUARDED_BY(submit_mu_);
   std::vector<Portal> added_portals_ ISER_GUARDED_BY(submit_mu_);
+  Status recovery_failure_ ISER_GUARDED_BY(submit_mu_);  // RecoveryFailure()
   std::thread recovery_thread_;
 
   // I/O thread state (the recovery thread's while no I/O thread runs).
@@ -259,6 +264,13 @@ class Session final : private DatamoverEvents {
   Clock::time_point episode_start_;
   std::chrono::milliseconds backoff_{0};
   bool gave_up_ = false;
+  // Numbered in the log within an episode: connections lost and login attempts.
+  int losses_ = 0;
+  int attempts_ = 0;
+  Status first_loss_;
+  // How every login attempt of the episode failed, while they all failed the same way.
+  Status attempt_failure_;
+  bool attempts_agree_ = true;
 
   // Close() waits on this for the Logout Response or a failure.
   Mutex close_mu_;

@@ -1,8 +1,9 @@
 #!/bin/bash
 # replacement_timeout=3 (a URL argument): with the target down for 10 s, a read started right
 # after the crash waits for recovery and fails with EIO after about 3 s (not before 2.5 s, and
-# well before the target is back); a read while recovery goes on fails at once. Once tgtd is
-# back, the same mount reads and writes correctly again, without a remount.
+# well before the target is back); a read while recovery goes on fails at once; the loss and each
+# login attempt are warnings in the mount's log. Once tgtd is back, the same mount reads and
+# writes correctly again, without a remount.
 set -euo pipefail
 . "$(dirname "$0")/lib.sh"
 requires dd
@@ -37,6 +38,11 @@ tgt_kill
 killed=$(now_ms)
 read_eio "read right after the crash" 2500 8000
 grep -q "gave up waiting for the session to .* after" "$WORK/mount.log" || fail "the mount did not log that it gave up waiting"
+# The loss and every login attempt so far are warnings, with the cause and their number.
+grep -q "^warning: session to .* lost: .*; recovering (loss 1 in a row)" "$WORK/mount.log" ||
+  fail "the mount did not log the loss as a numbered warning"
+grep -Eq "^warning: recovering the session to .*: attempt 1 at 127.0.0.1:$TGT_PORT failed: .+" \
+  "$WORK/mount.log" || fail "the mount did not log its first login attempt as a warning"
 read_eio "read once replacement_timeout has passed" 0 1500
 
 left=$((10000 - ($(now_ms) - killed)))
