@@ -2,17 +2,33 @@
 
 #include <cctype>
 
+#include "discovery/iscsi_name.h"
+#include "initiator/base/log.h"
+
 namespace iser {
 
 Result<std::vector<DiscoveredTarget>> ParseSendTargets(const TextPairs& pairs,
                                                        const Portal& asked) {
   std::vector<DiscoveredTarget> targets;
+  // A skipped target's addresses are still parsed (a malformed answer is an error whatever the
+  // name) but land here.
+  DiscoveredTarget skipped;
+  DiscoveredTarget* current = nullptr;
   for (const TextPair& p : pairs) {
     if (p.key == "TargetName") {
       if (p.value.empty()) return Status::ProtocolError("SendTargets: empty TargetName");
-      targets.push_back({p.value, {}});
+      const Status name = CheckIscsiName(p.value);
+      if (name.ok()) {
+        targets.push_back({p.value, {}});
+        current = &targets.back();
+      } else {
+        Log(LogLevel::kWarning, "SendTargets: skipping the target '" +
+                                    EscapeForMessage(p.value) + "': " + name.message());
+        skipped.portals.clear();
+        current = &skipped;
+      }
     } else if (p.key == "TargetAddress") {
-      if (targets.empty()) {
+      if (!current) {
         return Status::ProtocolError("SendTargets: TargetAddress '" + p.value.substr(0, 64) +
                                      "' before any TargetName");
       }
@@ -33,7 +49,7 @@ Result<std::vector<DiscoveredTarget>> ParseSendTargets(const TextPairs& pairs,
         return Status::ProtocolError("SendTargets: bad TargetAddress '" + p.value.substr(0, 64) +
                                      "': " + portal.status().message());
       }
-      targets.back().portals.push_back({*portal, static_cast<uint16_t>(std::stoul(tag))});
+      current->portals.push_back({*portal, static_cast<uint16_t>(std::stoul(tag))});
     }
   }
   for (DiscoveredTarget& t : targets) {
