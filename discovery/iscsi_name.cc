@@ -6,9 +6,13 @@ namespace iser {
 
 namespace {
 
-bool Digit(char c) { return c >= '0' && c <= '9'; }
+bool Digit(char c) {
+  return c >= '0' && c <= '9';
+}
 
-bool Hex(char c) { return Digit(c) || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F'); }
+bool Hex(char c) {
+  return Digit(c) || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F');
+}
 
 // What RFC 3722's profile leaves of ASCII: no uppercase, no space, no '/', '_' or other
 // punctuation.
@@ -24,8 +28,8 @@ Status HexName(std::string_view digits, std::string_view type, bool allow_32) {
     }
   }
   if (!size_ok) {
-    return Status::InvalidArgument(std::string(type) + " name: " +
-                                   (allow_32 ? "16 or 32" : "16") + " hex digits expected");
+    return Status::InvalidArgument(std::string(type) + " name: " + (allow_32 ? "16 or 32" : "16") +
+                                   " hex digits expected");
   }
   return Status::OK();
 }
@@ -56,8 +60,7 @@ Status IqnName(std::string_view rest) {
 
 Status CheckIscsiName(std::string_view name) {
   if (name.size() > kMaxIscsiNameLength) {
-    return Status::InvalidArgument("longer than " + std::to_string(kMaxIscsiNameLength) +
-                                   " bytes");
+    return Status::InvalidArgument("longer than " + std::to_string(kMaxIscsiNameLength) + " bytes");
   }
   const std::string_view type = name.substr(0, 4);
   const std::string_view rest = name.substr(type.size());

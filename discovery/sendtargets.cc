@@ -22,8 +22,8 @@ Result<std::vector<DiscoveredTarget>> ParseSendTargets(const TextPairs& pairs,
         targets.push_back({p.value, {}});
         current = &targets.back();
       } else {
-        Log(LogLevel::kWarning, "SendTargets: skipping the target '" +
-                                    EscapeForMessage(p.value) + "': " + name.message());
+        Log(LogLevel::kWarning, "SendTargets: skipping the target '" + EscapeForMessage(p.value) +
+                                    "': " + name.message());
         skipped.portals.clear();
         current = &skipped;
       }

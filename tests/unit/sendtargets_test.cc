@@ -72,7 +72,8 @@ TEST(SendTargets, PortalGroupTagBoundsAndDefaultPort) {
   ASSERT_TRUE(t.ok()) << t.status().ToString();
   EXPECT_EQ((*t)[0].portals[0].portal, (Portal{"host.example", 3260}));
   EXPECT_EQ((*t)[0].portals[0].tpgt, 65535);
-  EXPECT_FALSE(ParseSendTargets({{"TargetName", kName}, {"TargetAddress", "h:1,65536"}}, asked).ok());
+  EXPECT_FALSE(
+      ParseSendTargets({{"TargetName", kName}, {"TargetAddress", "h:1,65536"}}, asked).ok());
   EXPECT_FALSE(ParseSendTargets({{"TargetName", kName}, {"TargetAddress", "h:1,"}}, asked).ok());
   EXPECT_FALSE(ParseSendTargets({{"TargetName", kName}, {"TargetAddress", ",1"}}, asked).ok());
   EXPECT_FALSE(
@@ -97,10 +98,14 @@ TEST(SendTargets, TargetsWhoseNamesAreNotIscsiNamesAreSkippedWithAWarning) {
   g_warnings = &warnings;
   SetLogSink(CaptureWarning, LogLevel::kWarning);
   const TextPairs pairs = {
-      {"TargetName", "iqn.2026-11.example:a"},  {"TargetAddress", "192.0.2.1:3260,1"},
-      {"TargetName", "iqn.2026-11.example:x/y"}, {"TargetAddress", "192.0.2.66:3260,6"},
-      {"TargetName", "."},                       {"TargetName", ".."},
-      {"TargetName", "evil\n\x1b[2J"},           {"TargetName", std::string(5000, 'z')},
+      {"TargetName", "iqn.2026-11.example:a"},
+      {"TargetAddress", "192.0.2.1:3260,1"},
+      {"TargetName", "iqn.2026-11.example:x/y"},
+      {"TargetAddress", "192.0.2.66:3260,6"},
+      {"TargetName", "."},
+      {"TargetName", ".."},
+      {"TargetName", "evil\n\x1b[2J"},
+      {"TargetName", std::string(5000, 'z')},
       {"TargetName", "iqn.2026-11.example:b"},
   };
   Result<std::vector<DiscoveredTarget>> t = ParseSendTargets(pairs, {"198.51.100.7", 3260});
