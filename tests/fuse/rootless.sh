@@ -52,20 +52,20 @@ inner() {
   echo "logout --all: unmounted, nothing left: ok"
 }
 
-# The processes started by `ic` (the session daemon among them), by a marker in their environment.
+# The processes started by `ic` (the session daemon among them), by a marker in their environment
+# that only `ic` sets.
 daemons() {
-  local p
-  for p in /proc/[0-9]*; do
-    { tr '\0' '\n' <"$p/environ"; } 2>/dev/null | grep -qxF "ROOTLESS_MARK=$ROOTLESS_MARK" ||
-      continue
-    [ "$(awk '{print $3}' "$p/stat" 2>/dev/null)" = Z ] || echo "${p#/proc/}"
+  local f
+  for f in $(grep -lzxF "ROOTLESS_MARK=$ROOTLESS_TAG" /proc/[0-9]*/environ 2>/dev/null); do
+    f=${f%/environ}
+    [ "$(awk '{print $3}' "$f/stat" 2>/dev/null)" = Z ] || echo "${f#/proc/}"
   done
 }
 no_daemon() {
   [ -z "$(daemons)" ]
 }
 ic() {
-  ROOTLESS_MARK=$ROOTLESS_MARK timeout 120 "$ISER_CONNECT" "$@"
+  ROOTLESS_MARK=$ROOTLESS_TAG timeout 120 "$ISER_CONNECT" "$@"
 }
 
 if [ "${ROOTLESS_STAGE:-}" = inner ]; then
@@ -90,7 +90,7 @@ cp "$ISER_CONNECT" "$ROOTLESS_DIR/iser-connect"
 chmod -R a+rX "$ROOTLESS_DIR"
 chown nobody:nogroup "$ROOTLESS_DIR" "$ROOTLESS_DIR/home" "$ROOTLESS_DIR/xdg"
 chmod 0700 "$ROOTLESS_DIR/xdg"
-ROOTLESS_MARK=iser-rootless-$$-$RANDOM
+ROOTLESS_TAG=iser-rootless-$$-$RANDOM
 cleanup_push 'for p in $(daemons); do kill -9 "$p" 2>/dev/null || true; done'
 
 # What a user's login session has, and no ISER_CONNECT_RUNTIME_DIR.
@@ -98,7 +98,7 @@ rc=0
 (cd "$ROOTLESS_DIR" &&
   env -u ISER_CONNECT_RUNTIME_DIR -u XDG_CONFIG_HOME HOME="$ROOTLESS_DIR/home" \
     XDG_RUNTIME_DIR="$ROOTLESS_DIR/xdg" ROOTLESS_STAGE=inner ROOTLESS_DIR="$ROOTLESS_DIR" \
-    ROOTLESS_MARK="$ROOTLESS_MARK" ROOTLESS_UID="$(id -u nobody)" \
+    ROOTLESS_TAG="$ROOTLESS_TAG" ROOTLESS_UID="$(id -u nobody)" \
     ISER_CONNECT="$ROOTLESS_DIR/iser-connect" \
     timeout 400 setpriv --reuid=nobody --regid=nogroup --clear-groups \
     unshare -rnm bash "$ROOTLESS_DIR/rootless.sh") || rc=$?

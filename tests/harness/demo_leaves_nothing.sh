@@ -17,10 +17,10 @@ MARK=iser-demo-test-$$-$RANDOM
 
 # The live (not zombie) processes carrying the marker.
 marked() {
-  local p
-  for p in /proc/[0-9]*; do
-    { tr '\0' '\n' <"$p/environ"; } 2>/dev/null | grep -qxF "ISER_DEMO_MARK=$MARK" || continue
-    [ "$(awk '{print $3}' "$p/stat" 2>/dev/null)" = Z ] || echo "${p#/proc/}"
+  local f
+  for f in $(grep -lzxF "ISER_DEMO_MARK=$MARK" /proc/[0-9]*/environ 2>/dev/null); do
+    f=${f%/environ}
+    [ "$(awk '{print $3}' "$f/stat" 2>/dev/null)" = Z ] || echo "${f#/proc/}"
   done
 }
 nothing_marked() {
