@@ -80,7 +80,9 @@ void AddSessionCommand(CLI::App& app, GlobalOptions& g) {
   cmd->callback([args, &g] {
     SetupLogging(g);
     if (args->rescan) {
-      const std::vector<Json> replies = fuse::RescanTrees();
+      Result<std::vector<Json>> rescanned = fuse::RescanTrees();
+      if (!rescanned.ok()) throw CLI::RuntimeError(Fail(rescanned.status()));
+      const std::vector<Json>& replies = *rescanned;
       if (replies.empty()) {
         throw CLI::RuntimeError(Fail(Status::NotFound("no active sessions")));
       }
@@ -95,7 +97,9 @@ void AddSessionCommand(CLI::App& app, GlobalOptions& g) {
       }
       return;
     }
-    const Json sessions = SessionsJson(fuse::TreeStatuses());
+    Result<std::vector<Json>> statuses = fuse::TreeStatuses();
+    if (!statuses.ok()) throw CLI::RuntimeError(Fail(statuses.status()));
+    const Json sessions = SessionsJson(*statuses);
     if (args->json) {
       std::printf("%s\n", DumpJson(sessions).c_str());
     } else if (!sessions.empty()) {

@@ -2,7 +2,9 @@
 // followed by zero or more TargetAddress=<host>[:<port>],<tpgt> pairs. IPv6 hosts are in
 // brackets. A target with no TargetAddress is reachable at the portal that was asked.
 // Contract: a TargetAddress before any TargetName, a bad port or tpgt, or an empty name is a
-// ProtocolError naming the pair; other keys are ignored.
+// ProtocolError naming the pair; other keys are ignored. A TargetName that is not an iSCSI name
+// as iscsi_name.h accepts it is skipped with its addresses, and a warning (Log) quotes it
+// escaped: every name returned passes CheckIscsiName, so it is safe as a file name.
 #pragma once
 
 #include <cstdint>

@@ -110,14 +110,22 @@ Status StartDaemon(const TreePaths& paths, const LoginSpec& spec, const TreeLogi
   _exit(st.ok() ? 0 : 1);
 }
 
+// Calls fn with a connection to each live tree process. The state directory is checked as login
+// checks it: a socket in a directory another user could write may be theirs, and the commands
+// would hand it logouts or believe its answers. No directory: no tree process.
 template <typename Fn>
-void ForEachLiveTree(Fn&& fn) {
-  for (const std::string& socket : ListTreeSockets(StateDir())) {
+Status ForEachLiveTree(Fn&& fn) {
+  const std::string dir = StateDir();
+  const Status checked = CheckStateDir(dir);
+  if (checked.code() == StatusCode::kNotFound) return Status::OK();
+  ISER_RETURN_IF_ERROR(checked);
+  for (const std::string& socket : ListTreeSockets(dir)) {
     Result<int> fd = ConnectControl(socket);
     if (!fd.ok()) continue;  // stale: the next login to that tree cleans it up
     fn(*fd);
     close(*fd);
   }
+  return Status::OK();
 }
 
 }  // namespace
@@ -170,7 +178,7 @@ Result<std::vector<std::string>> LogoutOfTrees(const std::optional<std::string>&
   std::vector<std::string> done;
   bool any = false;
   Status first;
-  ForEachLiveTree([&](int fd) {
+  ISER_RETURN_IF_ERROR(ForEachLiveTree([&](int fd) {
     any = true;
     Json request = {{"op", "logout"}};
     if (target) {
@@ -187,7 +195,7 @@ Result<std::vector<std::string>> LogoutOfTrees(const std::optional<std::string>&
       if (reply->value("exiting", false)) ReceiveMessage(fd, kExitTimeout).status().IgnoreError();
     }
     if (!st.ok() && st.code() != StatusCode::kNotFound && first.ok()) first = st;
-  });
+  }));
   if (!first.ok()) return first;
   if (!any) return Status::NotFound("no active sessions");
   if (done.empty()) {
@@ -196,23 +204,23 @@ Result<std::vector<std::string>> LogoutOfTrees(const std::optional<std::string>&
   return done;
 }
 
-std::vector<Json> TreeStatuses() {
+Result<std::vector<Json>> TreeStatuses() {
   std::vector<Json> out;
-  ForEachLiveTree([&](int fd) {
+  ISER_RETURN_IF_ERROR(ForEachLiveTree([&](int fd) {
     if (!SendMessage(fd, {{"op", "status"}}).ok()) return;
     Result<Json> reply = ReceiveMessage(fd, kStatusTimeout);
     if (reply.ok() && StatusOfReply(*reply).ok()) out.push_back(*reply);
-  });
+  }));
   return out;
 }
 
-std::vector<Json> RescanTrees() {
+Result<std::vector<Json>> RescanTrees() {
   std::vector<Json> out;
-  ForEachLiveTree([&](int fd) {
+  ISER_RETURN_IF_ERROR(ForEachLiveTree([&](int fd) {
     if (!SendMessage(fd, {{"op", "rescan"}}).ok()) return;
     Result<Json> reply = ReceiveMessage(fd, kRescanTimeout);
     if (reply.ok()) out.push_back(*reply);
-  });
+  }));
   return out;
 }
 

@@ -38,14 +38,17 @@ struct TreeLogin {
 // process; the child never returns.
 Result<TreeLogin> LoginToTree(IscsiUrl url, ConnectOptions options, const TreeLoginOptions& tree);
 
+// Logout, session and rescan first check the state directory as login does (CheckStateDir): one
+// that is not this user's alone is an InvalidArgument error, none at all means no tree runs.
+
 // Logs out of the target (nullopt: of every target) in every tree holding it, and returns the
 // targets logged out; NotFound when no tree holds it (or no tree runs). Waits for a tree process
 // ending with its last session to be gone.
 Result<std::vector<std::string>> LogoutOfTrees(const std::optional<std::string>& target);
 
 // The status reply (control.h) of every live tree process.
-std::vector<Json> TreeStatuses();
+Result<std::vector<Json>> TreeStatuses();
 // The rescan reply of every live tree process, with "root" added.
-std::vector<Json> RescanTrees();
+Result<std::vector<Json>> RescanTrees();
 
 }  // namespace iser::fuse

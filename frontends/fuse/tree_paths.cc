@@ -44,11 +44,32 @@ std::string Unescape(const std::string& field) {
   return out;
 }
 
+// /run is the system's root's. Seen from a user namespace that does not map that root it belongs
+// to the overflow uid, and not even uid 0 there can create anything in it.
+bool RunIsOurs() {
+  struct stat st;
+  return geteuid() == 0 && stat("/run", &st) == 0 && S_ISDIR(st.st_mode) &&
+         st.st_uid == geteuid() && access("/run", W_OK) == 0;
+}
+
+// The effective uid as the initial user namespace sees it (/proc/self/uid_map: "inside outside
+// count" ranges), so that users who are all uid 0 in namespaces of their own get different
+// fallback directories in the shared /tmp.
+uid_t SystemUid() {
+  const uid_t uid = geteuid();
+  std::ifstream map("/proc/self/uid_map");
+  unsigned long long inside = 0, outside = 0, count = 0;
+  while (map >> inside >> outside >> count) {
+    if (uid >= inside && uid - inside < count) return static_cast<uid_t>(outside + (uid - inside));
+  }
+  return uid;
+}
+
 }  // namespace
 
 std::optional<std::string> RuntimeDir() {
   if (const char* dir = std::getenv("ISER_CONNECT_RUNTIME_DIR"); dir && *dir) return dir;
-  if (geteuid() == 0) return "/run";
+  if (RunIsOurs()) return "/run";
   if (const char* dir = std::getenv("XDG_RUNTIME_DIR"); dir && *dir) return dir;
   return std::nullopt;
 }
@@ -66,22 +87,36 @@ Result<std::string> DefaultTreeRoot() {
 std::string StateDir() {
   std::optional<std::string> dir = RuntimeDir();
   if (dir) return *dir + "/iser-connect.d";
-  return "/tmp/iser-connect-" + std::to_string(getuid()) + ".d";
+  return "/tmp/iser-connect-" + std::to_string(SystemUid()) + ".d";
+}
+
+Status CheckStateDir(const std::string& dir) {
+  struct stat st;
+  if (lstat(dir.c_str(), &st) != 0) {
+    const std::string why = "state directory " + dir + ": " + std::strerror(errno);
+    if (errno == ENOENT) return Status::NotFound(why);
+    return Status::InvalidArgument(why);
+  }
+  const std::string refused = "refusing the state directory " + dir + ": ";
+  if (S_ISLNK(st.st_mode)) return Status::InvalidArgument(refused + "it is a symbolic link");
+  if (!S_ISDIR(st.st_mode)) return Status::InvalidArgument(refused + "it is not a directory");
+  if (st.st_uid != geteuid()) {
+    return Status::InvalidArgument(refused + "it belongs to uid " + std::to_string(st.st_uid) +
+                                   ", not to this user (uid " + std::to_string(geteuid()) + ")");
+  }
+  if ((st.st_mode & 0777) != 0700) {
+    char mode[8];
+    std::snprintf(mode, sizeof(mode), "%04o", static_cast<unsigned>(st.st_mode & 0777));
+    return Status::InvalidArgument(refused + "its mode is " + mode + ", not 0700");
+  }
+  return Status::OK();
 }
 
 Status EnsureStateDir(const std::string& dir) {
   if (mkdir(dir.c_str(), 0700) != 0 && errno != EEXIST) {
     return Status::InvalidArgument("state directory " + dir + ": " + std::strerror(errno));
   }
-  struct stat st;
-  if (lstat(dir.c_str(), &st) != 0) {
-    return Status::InvalidArgument("state directory " + dir + ": " + std::strerror(errno));
-  }
-  if (!S_ISDIR(st.st_mode) || st.st_uid != geteuid() || (st.st_mode & 0777) != 0700) {
-    return Status::InvalidArgument("state directory " + dir +
-                                   " must be a directory of this user with mode 0700");
-  }
-  return Status::OK();
+  return CheckStateDir(dir);
 }
 
 int LockStateDir(const std::string& dir) {

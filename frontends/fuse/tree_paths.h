@@ -1,13 +1,19 @@
 // Where the session daemon and the whole-portal mounts keep their tree and their state.
 //
-// The runtime directory is $ISER_CONNECT_RUNTIME_DIR if set (tests, containers), else /run as
-// root, else $XDG_RUNTIME_DIR. The default tree ROOT is <runtime>/iser-connect; the state
-// directory, which must not be inside any tree, is <runtime>/iser-connect.d (without a runtime
-// directory: /tmp/iser-connect-<uid>.d, usable only with an explicit mount point). The state
-// directory is mode 0700 and owned by the user; every process serving a tree keeps there, named
-// after a hash of its mount point, its control socket (tree-<hash>.sock), a state file
-// (tree-<hash>.state: "pid <pid>\nroot <mount point>\n", mode 0600). A lock on the directory
-// itself (flock) serialises starting and ending tree processes.
+// The runtime directory is $ISER_CONNECT_RUNTIME_DIR if set (tests, containers), else /run when
+// the effective uid is 0 and /run belongs to it, else $XDG_RUNTIME_DIR. So uid 0 of a user
+// namespace that does not map the system's root (`unshare -r`, a rootless container sharing the
+// host's /run), to which /run belongs to nobody, uses the user's places as any user does. The
+// default tree ROOT is <runtime>/iser-connect; the state directory, which must not be inside any
+// tree, is <runtime>/iser-connect.d (without a runtime directory: /tmp/iser-connect-<uid>.d, uid
+// as the system sees it, usable only with an explicit mount point). Every process serving a tree
+// keeps in the state directory, named after a hash of its mount point, its control socket
+// (tree-<hash>.sock) and a state file (tree-<hash>.state: "pid <pid>\nroot <mount point>\n",
+// mode 0600). A lock on the directory itself (flock) serialises starting and ending tree
+// processes.
+//
+// Whoever can write the state directory can answer the commands in place of a tree process, or
+// make them connect elsewhere: every command checks it (CheckStateDir) before it uses it.
 #pragma once
 
 #include <optional>
@@ -31,8 +37,11 @@ std::optional<std::string> RuntimeDir();
 Result<std::string> DefaultTreeRoot();
 // The state directory (not created).
 std::string StateDir();
-// Creates the state directory if needed; refuses one that is not a directory owned by this user
-// with mode 0700 (another user could otherwise reach the sockets or plant a symlink).
+// The state directory is ours alone: a directory, not a symbolic link, owned by the effective
+// uid, mode 0700. NotFound when it does not exist; InvalidArgument saying what is wrong when it
+// is anything else (another user may have created it first, /tmp being everyone's).
+Status CheckStateDir(const std::string& dir);
+// Creates the state directory (mode 0700) if needed, then CheckStateDir.
 Status EnsureStateDir(const std::string& dir);
 // Takes the state directory's lock (blocking); the descriptor to close to release it, or -1.
 int LockStateDir(const std::string& dir);

@@ -14,9 +14,13 @@
 #
 # A test never skips: a missing program, file or device is a failure that says what is missing.
 # The cleanup stack runs from the EXIT trap this library installs, also when the script fails or
-# is interrupted; a script must not install an EXIT trap of its own. While it runs,
-# CLEANUP_STATUS is the script's exit status (so a cleanup can show a log only on failure), and a
-# cleanup command that fails makes a passing script fail.
+# is interrupted. While it runs, CLEANUP_STATUS is the script's exit status (so a cleanup can show
+# a log only on failure), and a cleanup command that fails makes a passing script fail.
+#
+# Traps compose: `trap COMMAND EXIT` in a script (or a library it sources) after this one is
+# cleanup_push COMMAND, so it cannot replace the stack and leave what the stack would stop (a
+# tgtd, a mount) running. Removing the EXIT trap (`trap - EXIT`, `trap '' EXIT`) is refused.
+# Other signals' traps are bash's own.
 
 if ! declare -F cleanup_push >/dev/null; then
 
@@ -43,7 +47,7 @@ if ! declare -F cleanup_push >/dev/null; then
   cleanup_run() {
     CLEANUP_STATUS=$?
     local status=$CLEANUP_STATUS i
-    trap - EXIT
+    builtin trap - EXIT
     # A failing step must not skip the ones after it: `||` keeps errexit out of each.
     for ((i = ${#CLEANUP_STACK[@]} - 1; i >= 0; i--)); do
       eval "${CLEANUP_STACK[i]}" || {
@@ -55,11 +59,38 @@ if ! declare -F cleanup_push >/dev/null; then
     exit "$status"
   }
 
-  trap cleanup_run EXIT
+  # trap [-lp] | trap [--] ACTION SIGNAL...: bash's trap, except that an ACTION for EXIT (or 0)
+  # goes on the cleanup stack; the other SIGNALs get it from bash. A subshell starts with no
+  # traps (so none of the stack's) and keeps bash's.
+  trap() {
+    [ "${1:-}" != -- ] || shift
+    if [ "$BASH_SUBSHELL" -gt 0 ] || [ $# -lt 2 ] || [ "$1" = -l ] || [ "$1" = -p ]; then
+      builtin trap "$@"
+      return
+    fi
+    local action=$1 sig others=() on_exit=0
+    shift
+    for sig in "$@"; do
+      case "${sig^^}" in
+        EXIT | SIGEXIT | 0) on_exit=1 ;;
+        *) others+=("$sig") ;;
+      esac
+    done
+    if [ "$on_exit" = 1 ]; then
+      if [ "$action" = - ] || [ -z "$action" ]; then
+        echo "FAIL: trap '$action' EXIT would drop the cleanup stack (tests/harness/functions.sh)" >&2
+        exit 1
+      fi
+      cleanup_push "$action"
+    fi
+    [ ${#others[@]} -eq 0 ] || builtin trap -- "$action" "${others[@]}"
+  }
+
+  builtin trap cleanup_run EXIT
   # Bash runs no EXIT trap when a signal kills it: turn the usual ones into an exit.
-  trap 'exit 129' HUP
-  trap 'exit 130' INT
-  trap 'exit 143' TERM
+  builtin trap 'exit 129' HUP
+  builtin trap 'exit 130' INT
+  builtin trap 'exit 143' TERM
 
   temp_dir() {
     local dir

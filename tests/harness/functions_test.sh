@@ -3,7 +3,8 @@
 # small script using the library in a child bash and checks its exit status and output: requires
 # fails loudly (never skips), fail exits 1 with its message, the cleanup stack runs latest first
 # on failure, on success and on SIGTERM, a failing cleanup step fails a passing script, wait_for
-# gives up at its deadline or when the watched process exits, and soft checks are counted.
+# gives up at its deadline or when the watched process exits, soft checks are counted, and a
+# script's own EXIT trap adds to the cleanup stack instead of replacing it.
 set -euo pipefail
 LIB=$(cd "$(dirname "$0")" && pwd)/functions.sh
 . "$LIB"
@@ -107,4 +108,37 @@ expect_out "2 failed" "checks_done"
 run_child 'check "passes" true; checks_done'
 expect_status 0 "soft checks all passing"
 echo "check, expect_exit, checks_done: ok"
+
+# Traps compose: a script's own EXIT trap (scripts/demo had one) joins the cleanup stack instead
+# of replacing it, so what the stack stops (here a dummy process standing for tgtd) is stopped,
+# on success and on failure.
+for end in "echo body" "fail broken"; do
+  run_child "sleep 300 >/dev/null 2>&1 & echo \$! >'$WORK/dummy'
+    cleanup_push 'kill \$(cat $WORK/dummy)'; cleanup_push 'echo stack'
+    trap 'echo mine' EXIT; $end"
+  dummy=$(cat "$WORK/dummy")
+  if ! wait_for 5 exited "$dummy"; then
+    kill "$dummy"
+    fail "an EXIT trap of the script's own dropped the cleanup stack: its process $dummy ran on"
+  fi
+  case $end in
+    echo*) expect_status 0 "EXIT trap of the script's own"
+           [ "$(tr '\n' ' ' <<<"$OUT")" = "body mine stack " ] || fail "EXIT trap composed: $OUT" ;;
+    fail*) expect_status 1 "EXIT trap of the script's own, failing"
+           [ "$(tr '\n' ' ' <<<"$OUT")" = "FAIL: broken mine stack " ] ||
+             fail "EXIT trap composed, failing: $OUT" ;;
+  esac
+done
+echo "a script's own EXIT trap joins the cleanup stack: ok"
+
+run_child "cleanup_push 'echo stack'; trap - EXIT; echo AFTER"
+expect_status 1 "trap - EXIT"
+expect_out "would drop the cleanup stack" "trap - EXIT"
+expect_out stack "trap - EXIT"
+! grep -q AFTER <<<"$OUT" || fail "trap - EXIT let the script go on: $OUT"
+run_child "trap 'echo got int' INT EXIT; trap -p INT; (trap 'echo sub' EXIT; true); echo main"
+expect_status 0 "trap of INT and EXIT together"
+[ "$(tr '\n' ' ' <<<"$OUT")" = "trap -- 'echo got int' SIGINT sub main got int " ] ||
+  fail "trap of INT and EXIT together, and in a subshell: $OUT"
+echo "trap - EXIT refused; other signals and subshells keep bash's trap: ok"
 echo PASS

@@ -1,10 +1,18 @@
-// SendTargets answers: several targets and portals, IPv6, address-less targets, garbage.
+// SendTargets answers: several targets and portals, IPv6, address-less targets, garbage, names
+// that are not iSCSI names.
 #include "discovery/sendtargets.h"
 
 #include <gtest/gtest.h>
 
+#include <string>
+#include <vector>
+
+#include "initiator/base/log.h"
+
 namespace iser {
 namespace {
+
+constexpr const char* kName = "iqn.2026-11.example:t";
 
 TEST(SendTargets, TargetsPortalsAndDefaults) {
   const TextPairs pairs = {
@@ -30,13 +38,13 @@ TEST(SendTargets, Garbage) {
   EXPECT_FALSE(ParseSendTargets({{"TargetAddress", "1.2.3.4:3260,1"}}, asked).ok());
   EXPECT_FALSE(ParseSendTargets({{"TargetName", ""}}, asked).ok());
   EXPECT_FALSE(
-      ParseSendTargets({{"TargetName", "t"}, {"TargetAddress", "1.2.3.4:3260"}}, asked).ok());
+      ParseSendTargets({{"TargetName", kName}, {"TargetAddress", "1.2.3.4:3260"}}, asked).ok());
   EXPECT_FALSE(
-      ParseSendTargets({{"TargetName", "t"}, {"TargetAddress", "1.2.3.4:3260,x"}}, asked).ok());
+      ParseSendTargets({{"TargetName", kName}, {"TargetAddress", "1.2.3.4:3260,x"}}, asked).ok());
   EXPECT_FALSE(
-      ParseSendTargets({{"TargetName", "t"}, {"TargetAddress", "1.2.3.4:99999,1"}}, asked).ok());
+      ParseSendTargets({{"TargetName", kName}, {"TargetAddress", "1.2.3.4:99999,1"}}, asked).ok());
   EXPECT_FALSE(
-      ParseSendTargets({{"TargetName", "t"}, {"TargetAddress", "[::1]:3260"}}, asked).ok());
+      ParseSendTargets({{"TargetName", kName}, {"TargetAddress", "[::1]:3260"}}, asked).ok());
   EXPECT_TRUE(ParseSendTargets({}, asked)->empty());
 }
 
@@ -60,19 +68,69 @@ TEST(SendTargets, FromRawTextWithTgtStyleAnswer) {
 TEST(SendTargets, PortalGroupTagBoundsAndDefaultPort) {
   const Portal asked{"h", 3260};
   Result<std::vector<DiscoveredTarget>> t =
-      ParseSendTargets({{"TargetName", "t"}, {"TargetAddress", "host.example,65535"}}, asked);
+      ParseSendTargets({{"TargetName", kName}, {"TargetAddress", "host.example,65535"}}, asked);
   ASSERT_TRUE(t.ok()) << t.status().ToString();
   EXPECT_EQ((*t)[0].portals[0].portal, (Portal{"host.example", 3260}));
   EXPECT_EQ((*t)[0].portals[0].tpgt, 65535);
-  EXPECT_FALSE(ParseSendTargets({{"TargetName", "t"}, {"TargetAddress", "h:1,65536"}}, asked).ok());
-  EXPECT_FALSE(ParseSendTargets({{"TargetName", "t"}, {"TargetAddress", "h:1,"}}, asked).ok());
-  EXPECT_FALSE(ParseSendTargets({{"TargetName", "t"}, {"TargetAddress", ",1"}}, asked).ok());
   EXPECT_FALSE(
-      ParseSendTargets({{"TargetName", "t"}, {"TargetAddress", "[fd00::5,1]:3260"}}, asked).ok());
+      ParseSendTargets({{"TargetName", kName}, {"TargetAddress", "h:1,65536"}}, asked).ok());
+  EXPECT_FALSE(ParseSendTargets({{"TargetName", kName}, {"TargetAddress", "h:1,"}}, asked).ok());
+  EXPECT_FALSE(ParseSendTargets({{"TargetName", kName}, {"TargetAddress", ",1"}}, asked).ok());
+  EXPECT_FALSE(
+      ParseSendTargets({{"TargetName", kName}, {"TargetAddress", "[fd00::5,1]:3260"}}, asked).ok());
   const Status st =
-      ParseSendTargets({{"TargetName", "t"}, {"TargetAddress", "h:x,1"}}, asked).status();
+      ParseSendTargets({{"TargetName", kName}, {"TargetAddress", "h:x,1"}}, asked).status();
   EXPECT_EQ(st.code(), StatusCode::kProtocolError);
   EXPECT_NE(st.message().find("h:x,1"), std::string::npos) << st.message();
+}
+
+std::vector<std::string>* g_warnings = nullptr;
+
+void CaptureWarning(LogLevel level, const std::string& message) {
+  if (level == LogLevel::kWarning && g_warnings) g_warnings->push_back(message);
+}
+
+// A name with '/' would make the whole-portal tree's listing fail, "." and ".." would be
+// unreachable there: such targets are dropped, with their addresses, and each is named in a
+// warning, escaped; the targets around them are kept with their own addresses.
+TEST(SendTargets, TargetsWhoseNamesAreNotIscsiNamesAreSkippedWithAWarning) {
+  std::vector<std::string> warnings;
+  g_warnings = &warnings;
+  SetLogSink(CaptureWarning, LogLevel::kWarning);
+  const TextPairs pairs = {
+      {"TargetName", "iqn.2026-11.example:a"},
+      {"TargetAddress", "192.0.2.1:3260,1"},
+      {"TargetName", "iqn.2026-11.example:x/y"},
+      {"TargetAddress", "192.0.2.66:3260,6"},
+      {"TargetName", "."},
+      {"TargetName", ".."},
+      {"TargetName", "evil\n\x1b[2J"},
+      {"TargetName", std::string(5000, 'z')},
+      {"TargetName", "iqn.2026-11.example:b"},
+  };
+  Result<std::vector<DiscoveredTarget>> t = ParseSendTargets(pairs, {"198.51.100.7", 3260});
+  SetLogSink(nullptr, LogLevel::kWarning);
+  g_warnings = nullptr;
+  ASSERT_TRUE(t.ok()) << t.status().ToString();
+  const std::vector<DiscoveredTarget> want = {
+      {"iqn.2026-11.example:a", {{{"192.0.2.1", 3260}, 1}}},
+      {"iqn.2026-11.example:b", {{{"198.51.100.7", 3260}, 1}}},
+  };
+  EXPECT_EQ(*t, want);
+  ASSERT_EQ(warnings.size(), 5u);
+  EXPECT_NE(warnings[0].find("'iqn.2026-11.example:x/y'"), std::string::npos) << warnings[0];
+  EXPECT_NE(warnings[1].find("'.'"), std::string::npos) << warnings[1];
+  EXPECT_NE(warnings[2].find("'..'"), std::string::npos) << warnings[2];
+  EXPECT_NE(warnings[3].find("'evil\\x0a\\x1b[2J'"), std::string::npos) << warnings[3];
+  EXPECT_LT(warnings[4].size(), 200u) << "a long name is cut in the warning";
+  EXPECT_NE(warnings[4].find("zzz..."), std::string::npos) << warnings[4];
+}
+
+TEST(SendTargets, ASkippedTargetsBadAddressIsStillAnError) {
+  const Portal asked{"h", 3260};
+  EXPECT_FALSE(
+      ParseSendTargets({{"TargetName", "bad/name"}, {"TargetAddress", "1.2.3.4:3260"}}, asked)
+          .ok());
 }
 
 }  // namespace
