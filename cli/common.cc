@@ -51,26 +51,26 @@ int FailStore(const Status& status) {
   }
 }
 
-void AddConfigDirOption(CLI::App& cmd, std::string& config_dir) {
-  cmd.add_option("--config-dir", config_dir,
-                 "node records directory (default: /etc/iser-connect as root, else "
-                 "$XDG_CONFIG_HOME/iser-connect or ~/.config/iser-connect)");
-}
-
-void AddGlobalOptions(CLI::App& app, GlobalOptions& g) {
+void AddGlobalOptions(CLI::App& app, GlobalOptions& g, ShortVerbose v) {
   app.add_option("-i,--initiator-name", g.initiator_name,
                  "initiator IQN (default: $ISER_CONNECT_INITIATOR_NAME or one derived from the "
                  "host)");
-  app.add_flag("-v,--verbose", g.verbose, "log protocol events (same as --log-level debug)");
+  app.add_flag(v == ShortVerbose::kYes ? "-v,--verbose" : "--verbose", g.verbose,
+               "log protocol events (same as --log-level debug)");
   app.add_option("--log-level", g.log_level, "error, warning, info or debug")
       ->check(CLI::IsMember({"error", "warning", "info", "debug"}));
   app.add_option("--password-file", g.password_file,
                  "file holding the CHAP secret (else $LIBISCSI_CHAP_PASSWORD)");
   app.add_option("--target-password-file", g.target_password_file,
                  "file holding the mutual CHAP secret (else $LIBISCSI_CHAP_TARGET_PASSWORD)");
-  app.add_option("-I,--transport", g.transport, "tcp or iser (default: from the URL)")
+  app.add_option("-I,--transport", g.transport,
+                 "tcp or iser (default: from the URL; node: only the records of this transport)")
       ->check(CLI::IsMember({"tcp", "iser"}));
   app.add_option("--login-timeout", g.login_timeout, "seconds to connect and log in (default 15)");
+  app.add_option("--config-dir", g.config_dir,
+                 "node records directory, for discover, login and node (default: "
+                 "/etc/iser-connect as root, else $XDG_CONFIG_HOME/iser-connect or "
+                 "~/.config/iser-connect)");
 }
 
 void AddSessionOptions(CLI::App& cmd, GlobalOptions& g) {

@@ -31,6 +31,9 @@ inline constexpr int kVerifyFailed = 30;  // ours: bench --verify found bad data
 
 int ExitCodeFor(const Status& status);
 
+// The options every subcommand takes (and iser-connect itself, before the subcommand). Each is
+// used where it means something and accepted harmlessly elsewhere (cli/iser-connect.pod,
+// "GLOBAL OPTIONS", says where), so that one command line works for every subcommand.
 struct GlobalOptions {
   std::string initiator_name;
   bool verbose = false;
@@ -39,12 +42,15 @@ struct GlobalOptions {
   std::string target_password_file;  // mutual CHAP secret
   std::string transport;             // "", "tcp" or "iser"
   std::string login_timeout = "15";  // seconds
+  std::string config_dir;            // the node record store (discovery/node_store.h; "": default)
   // Session recovery (AddSessionOptions); unset: the URL's argument, else the default.
   std::optional<std::string> replacement_timeout;
   std::optional<std::string> command_timeout;
 };
 
-void AddGlobalOptions(CLI::App& app, GlobalOptions& g);
+// Whether -v is --verbose: node keeps it for --value, as iscsiadm does.
+enum class ShortVerbose { kYes, kNo };
+void AddGlobalOptions(CLI::App& app, GlobalOptions& g, ShortVerbose v = ShortVerbose::kYes);
 // The options of the subcommands that open a normal session (recovery settings), into g.
 void AddSessionOptions(CLI::App& cmd, GlobalOptions& g);
 // Applies --log-level/--verbose to spdlog and the library's log sink.
@@ -60,8 +66,5 @@ int Fail(const Status& status);
 // Fail for errors of the node record store (discovery/node_store.h): a bad value is 7, a record
 // not found 21, and every other error, about the store's directory or files, 6.
 int FailStore(const Status& status);
-
-// --config-dir DIR: where the node records are (discovery/node_store.h; empty: the default).
-void AddConfigDirOption(CLI::App& cmd, std::string& config_dir);
 
 }  // namespace iser::cli

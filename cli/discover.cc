@@ -18,7 +18,12 @@ Result<std::vector<DiscoveredTarget>> Discover(const IscsiUrl& portal_url,
   ISER_RETURN_IF_ERROR(ResolveCredentials(&url, c));
   Result<SessionOptions> so = DiscoverySessionOptionsFor(url, c);
   if (!so.ok()) return so.status();
-  return DiscoverTargets(*so);
+  Result<std::vector<DiscoveredTarget>> targets = DiscoverTargets(*so);
+  if (!targets.ok()) return targets;
+  for (DiscoveredTarget& t : *targets) {
+    for (TargetPortal& p : t.portals) p.portal = OnLinkOf(p.portal, url.portal);
+  }
+  return targets;
 }
 
 namespace {
@@ -85,7 +90,6 @@ void AddDiscoverCommand(CLI::App& app, GlobalOptions& g) {
     std::string portal;
     bool json = false;
     std::vector<std::string> ops;
-    std::string config_dir;
     bool login = false;
     fuse::TreeLoginOptions tree;
   };
@@ -101,7 +105,6 @@ void AddDiscoverCommand(CLI::App& app, GlobalOptions& g) {
       ->check(CLI::IsMember({"new", "old", "delete"}))
       ->expected(1)
       ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
-  AddConfigDirOption(*cmd, args->config_dir);
   cmd->add_flag("-l,--login", args->login,
                 "then log in to the records of the targets found (one per target, the one at "
                 "this portal first), as login does; without -o, records new targets and "
@@ -118,7 +121,7 @@ void AddDiscoverCommand(CLI::App& app, GlobalOptions& g) {
     // The store is opened (and created) first: a bad --config-dir fails before the network.
     std::optional<NodeStore> store;
     if (!args->ops.empty()) {
-      Result<NodeStore> opened = OpenNodeStore(args->config_dir, /*create=*/true);
+      Result<NodeStore> opened = OpenNodeStore(g.config_dir, /*create=*/true);
       if (!opened.ok()) throw CLI::RuntimeError(FailStore(opened.status()));
       store.emplace(std::move(*opened));
     }

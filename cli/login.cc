@@ -87,7 +87,6 @@ void AddLoginCommand(CLI::App& app, GlobalOptions& g) {
     std::string target;
     std::string portal;
     bool all = false;
-    std::string config_dir;
     fuse::TreeLoginOptions tree;
   };
   auto args = std::make_shared<Args>();
@@ -101,7 +100,6 @@ void AddLoginCommand(CLI::App& app, GlobalOptions& g) {
   cmd->add_option("-T,--targetname", args->target, "log in to the records of this target IQN");
   cmd->add_option("-p,--portal", args->portal, "log in to the records at this portal HOST[:PORT]");
   cmd->add_flag("--all", args->all, "log in to every node record");
-  AddConfigDirOption(*cmd, args->config_dir);
   AddTreeOptions(*cmd, args->tree);
   cmd->callback([args, &g] {
     SetupLogging(g);
@@ -126,7 +124,7 @@ void AddLoginCommand(CLI::App& app, GlobalOptions& g) {
       if (!p.ok()) throw CLI::RuntimeError(Fail(p.status()));
       portal = p->portal;
     }
-    Result<NodeStore> store = OpenNodeStore(args->config_dir, /*create=*/false);
+    Result<NodeStore> store = OpenNodeStore(g.config_dir, /*create=*/false);
     if (!store.ok()) throw CLI::RuntimeError(FailStore(store.status()));
     Result<std::vector<NodeRecord>> records = store->Find(args->target, portal);
     if (!records.ok()) throw CLI::RuntimeError(FailStore(records.status()));

@@ -1,6 +1,7 @@
 // iser-connect node: the node records (discovery/node_store.h), as iscsiadm -m node shows and
 // changes them. Without -T/-p/--op: one "HOST:PORT,TPGT IQN" line per record. With -T and/or -p,
-// --op show (the default), update or delete the matching records.
+// --op show (the default), update or delete the matching records. The global -I tcp|iser narrows
+// any of these to the records of that transport, as iscsiadm's -I does to an interface's.
 //
 // Secrets never come from argv, where every user sees them: --op update of a password key takes
 // its value from --value-file FILE or, with `-v -`, one line of stdin. The global -v (--verbose)
@@ -19,7 +20,6 @@ namespace iser::cli {
 namespace {
 
 struct NodeArgs {
-  std::string config_dir;
   bool json = false;
   std::string target;
   std::string portal;
@@ -37,10 +37,23 @@ struct NodeArgs {
   Throw(Fail(Status::InvalidArgument(message)));
 }
 
-std::string Describe(const NodeArgs& a) {
+std::string Describe(const NodeArgs& a, const std::string& transport) {
   std::string s = a.target.empty() ? "any target" : "target " + a.target;
   if (!a.portal.empty()) s += " at " + a.portal;
+  if (!transport.empty()) s += " over " + transport;
   return s;
+}
+
+// The store's matches, less those of another transport than -I's.
+Result<std::vector<NodeRecord>> FindRecords(const NodeStore& store, const NodeArgs& a,
+                                            const std::optional<Portal>& portal,
+                                            const std::string& transport,
+                                            const NodeStore::Lock* lock) {
+  Result<std::vector<NodeRecord>> records = store.Find(a.target, portal, lock);
+  if (!records.ok() || transport.empty()) return records;
+  const TransportKind kind = transport == "iser" ? TransportKind::kIser : TransportKind::kTcp;
+  std::erase_if(*records, [kind](const NodeRecord& r) { return r.transport != kind; });
+  return records;
 }
 
 // The first line of `in`, without its newline.
@@ -113,7 +126,7 @@ void Show(const std::vector<NodeRecord>& records, bool json) {
   }
 }
 
-void Run(const NodeArgs& a) {
+void Run(const NodeArgs& a, const GlobalOptions& g) {
   std::optional<Portal> portal;
   if (!a.portal.empty()) {
     Result<Portal> p = ParsePortal(a.portal);
@@ -121,6 +134,7 @@ void Run(const NodeArgs& a) {
     portal = *p;
   }
   const bool selected = !a.target.empty() || portal;
+  const std::string& transport = g.transport;
   const std::string op = !a.op.empty() ? a.op : selected ? "show" : "list";
   if ((op == "update" || op == "delete") && !selected) {
     ThrowInvalid("--op " + op + " needs -T IQN and/or -p PORTAL");
@@ -129,16 +143,18 @@ void Run(const NodeArgs& a) {
     ThrowInvalid("-n, -v and --value-file go with --op update");
   }
   Result<NodeStore> store =
-      OpenNodeStore(a.config_dir, /*create=*/op == "update" || op == "delete");
+      OpenNodeStore(g.config_dir, /*create=*/op == "update" || op == "delete");
   if (!store.ok()) Throw(FailStore(store.status()));
 
   if (op == "list" || op == "show") {
-    Result<std::vector<NodeRecord>> records = store->Find(a.target, portal);
+    Result<std::vector<NodeRecord>> records =
+        FindRecords(*store, a, portal, transport, /*lock=*/nullptr);
     if (!records.ok()) Throw(FailStore(records.status()));
     if (records->empty()) {
-      Throw(FailStore(Status::NotFound(selected
-                                           ? "no record for " + Describe(a) + " in " + store->dir()
-                                           : "no records found in " + store->dir())));
+      Throw(FailStore(
+          Status::NotFound(selected || !transport.empty()
+                               ? "no record for " + Describe(a, transport) + " in " + store->dir()
+                               : "no records found in " + store->dir())));
     }
     (op == "list" ? List : Show)(*records, a.json);
     return;
@@ -158,10 +174,11 @@ void Run(const NodeArgs& a) {
   }
   Result<NodeStore::Lock> lock = store->Acquire();
   if (!lock.ok()) Throw(FailStore(lock.status()));
-  Result<std::vector<NodeRecord>> records = store->Find(a.target, portal, &*lock);
+  Result<std::vector<NodeRecord>> records = FindRecords(*store, a, portal, transport, &*lock);
   if (!records.ok()) Throw(FailStore(records.status()));
   if (records->empty()) {
-    Throw(FailStore(Status::NotFound("no record for " + Describe(a) + " in " + store->dir())));
+    Throw(FailStore(
+        Status::NotFound("no record for " + Describe(a, transport) + " in " + store->dir())));
   }
   if (op == "delete") {
     for (const NodeRecord& r : *records) {
@@ -190,10 +207,7 @@ void AddNodeCommand(CLI::App& app, GlobalOptions& g) {
   auto args = std::make_shared<NodeArgs>();
   CLI::App* cmd = app.add_subcommand(
       "node", "list the node records, or show, update or delete those of one target (-T, -p)");
-  cmd->add_flag("--verbose", g.verbose, "log more (same as --log-level debug)");
-  cmd->add_option("--log-level", g.log_level, "error, warning, info or debug")
-      ->check(CLI::IsMember({"error", "warning", "info", "debug"}));
-  AddConfigDirOption(*cmd, args->config_dir);
+  AddGlobalOptions(*cmd, g, ShortVerbose::kNo);
   cmd->add_flag("--json", args->json, "print JSON");
   cmd->add_option("-T,--targetname", args->target, "the target's IQN");
   cmd->add_option("-p,--portal", args->portal, "the record's portal HOST[:PORT]");
@@ -211,7 +225,7 @@ void AddNodeCommand(CLI::App& app, GlobalOptions& g) {
                   "with --op update: the value is the first line of FILE");
   cmd->callback([args, &g] {
     SetupLogging(g);
-    Run(*args);
+    Run(*args, g);
   });
 }
 

@@ -55,6 +55,32 @@ std::string DigestArgText(const std::vector<DigestType>& order) {
   return s;
 }
 
+// The authority's "[v6%25zone]:port" (RFC 6874) as ParsePortal reads it: "[v6%zone]:port". A
+// bare '%' not followed by "25", as iscsiadm and ip(8) write a zone, is taken as the delimiter
+// too, so that a portal copied from discover's output works in a URL. The zone may hold
+// percent-escapes; ParsePortal then checks what they decode to.
+Result<std::string> PortalText(std::string_view authority) {
+  const size_t close = authority.find(']');
+  const size_t pct = authority.find('%');
+  if (authority.empty() || authority.front() != '[' || close == std::string_view::npos ||
+      pct > close) {
+    return std::string(authority);
+  }
+  const size_t zone = authority.substr(pct + 1, 2) == "25" ? pct + 3 : pct + 1;
+  Result<std::string> decoded = PercentDecode(authority.substr(zone, close - zone), "zone");
+  if (!decoded.ok()) return decoded.status();
+  return std::string(authority.substr(0, pct + 1)) + *decoded +
+         std::string(authority.substr(close));
+}
+
+// A portal in a URL: the '%' before an IPv6 zone is escaped (zones hold no other character that
+// needs it, portal.h).
+std::string UrlPortal(const Portal& portal) {
+  std::string s = portal.ToString();
+  if (const size_t pct = s.find('%'); pct != std::string::npos) s.insert(pct + 1, "25");
+  return s;
+}
+
 // Error messages quote the URL, and they end up in logs: the password must not.
 std::string WithoutPassword(std::string_view text) {
   std::string out(text);
@@ -80,7 +106,7 @@ std::string WithoutPassword(std::string_view text) {
 std::string IscsiUrl::Redacted() const {
   std::string s = transport == TransportKind::kIser ? "iser://" : "iscsi://";
   if (!user.empty()) s.append(user).append(password.empty() ? "" : "%***").append("@");
-  s.append(portal.ToString());
+  s.append(UrlPortal(portal));
   if (!target.empty()) s.append("/").append(target);
   if (lun) s.append("/").append(std::to_string(*lun));
   std::vector<std::string> args;
@@ -97,7 +123,7 @@ std::string IscsiUrl::Redacted() const {
     args.push_back("replacement_timeout=" + FormatSeconds(*replacement_timeout));
   }
   if (command_timeout) args.push_back("command_timeout=" + FormatSeconds(*command_timeout));
-  for (const Portal& p : alternate_portals) args.push_back("portal=" + p.ToString());
+  for (const Portal& p : alternate_portals) args.push_back("portal=" + UrlPortal(p));
   for (size_t i = 0; i < args.size(); ++i) s.append(i == 0 ? "?" : "&").append(args[i]);
   return s;
 }
@@ -137,7 +163,9 @@ Result<IscsiUrl> ParseIscsiUrl(std::string_view text) {
     if (url.user.empty()) return bad("empty user name before '@'");
   }
   const size_t slash = text.find('/');
-  Result<Portal> portal = ParsePortal(text.substr(0, slash));
+  Result<std::string> portal_text = PortalText(text.substr(0, slash));
+  if (!portal_text.ok()) return bad(portal_text.status().message());
+  Result<Portal> portal = ParsePortal(*portal_text);
   if (!portal.ok()) return bad(portal.status().message());
   url.portal = *portal;
   if (slash != std::string_view::npos) {

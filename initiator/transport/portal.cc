@@ -2,6 +2,7 @@
 
 #include <arpa/inet.h>
 
+#include <algorithm>
 #include <cctype>
 
 namespace iser {
@@ -47,6 +48,33 @@ bool ValidIpv6(const std::string& h) {
   return inet_pton(AF_INET6, h.c_str(), &a6) == 1;
 }
 
+// A Linux interface name has at most IFNAMSIZ - 1 bytes; an index has fewer digits.
+constexpr size_t kMaxZone = 15;
+
+bool ZoneChar(char c) {
+  return std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '.' || c == '_';
+}
+
+// "addr" or "addr%zone". Zones are limited to characters that are safe in a file name (node
+// records name their files after the portal) and in a URL without escaping.
+Status CheckIpv6(const std::string& h, std::string_view whole) {
+  const size_t pct = h.find('%');
+  const std::string address = h.substr(0, pct);
+  if (!ValidIpv6(address)) return Status::InvalidArgument("bad IPv6 address '" + address + "'");
+  if (pct == std::string::npos) return Status::OK();
+  const std::string zone = h.substr(pct + 1);
+  if (zone.empty()) {
+    return Status::InvalidArgument("empty zone after '%' in '" + std::string(whole) +
+                                   "' (e.g. fe80::1%eth0: the link of interface eth0)");
+  }
+  if (zone.size() > kMaxZone || !std::all_of(zone.begin(), zone.end(), ZoneChar)) {
+    return Status::InvalidArgument("bad zone '" + zone + "' in '" + std::string(whole) +
+                                   "': an interface name or index, at most 15 letters, digits, "
+                                   "'-', '.' or '_'");
+  }
+  return Status::OK();
+}
+
 }  // namespace
 
 std::string Portal::ToString() const {
@@ -63,9 +91,7 @@ Result<Portal> ParsePortal(std::string_view text) {
       return Status::InvalidArgument("unclosed '[' in portal '" + std::string(text) + "'");
     }
     p.host = std::string(text.substr(1, close - 1));
-    if (!ValidIpv6(p.host)) {
-      return Status::InvalidArgument("bad IPv6 address '" + p.host + "'");
-    }
+    ISER_RETURN_IF_ERROR(CheckIpv6(p.host, text));
     std::string_view rest = text.substr(close + 1);
     if (!rest.empty()) {
       if (rest.front() != ':') {
@@ -82,9 +108,9 @@ Result<Portal> ParsePortal(std::string_view text) {
   if (first != std::string_view::npos && text.find(':', first + 1) != std::string_view::npos) {
     // Several colons and no brackets: a bare IPv6 address without a port.
     p.host = std::string(text);
-    if (!ValidIpv6(p.host)) {
-      return Status::InvalidArgument("bad portal '" + std::string(text) +
-                                     "' (write IPv6 addresses as [addr]:port)");
+    if (const Status st = CheckIpv6(p.host, text); !st.ok()) {
+      return Status::InvalidArgument("bad portal '" + std::string(text) + "': " + st.message() +
+                                     " (write IPv6 addresses as [addr]:port)");
     }
     return p;
   }
@@ -99,6 +125,18 @@ Result<Portal> ParsePortal(std::string_view text) {
     p.port = *port;
   }
   return p;
+}
+
+Portal OnLinkOf(Portal reported, const Portal& asked) {
+  const size_t zone = asked.host.find('%');
+  if (zone == std::string::npos) return reported;
+  const std::string address = reported.host.substr(0, reported.host.find('%'));
+  in6_addr a6;
+  if (inet_pton(AF_INET6, address.c_str(), &a6) != 1 || !IN6_IS_ADDR_LINKLOCAL(&a6)) {
+    return reported;
+  }
+  reported.host = address + asked.host.substr(zone);
+  return reported;
 }
 
 }  // namespace iser

@@ -21,7 +21,8 @@
 # tests/harness/iser-netns (its own network namespace, softrdma in front), and targets are also
 # bound to $TGT_ISER_INITIATOR (tgt 1.0.85 admits iSER initiators only by name and address).
 # TGT_WRAP, if set, is a command tgtd runs under (softrdma's own tests name softrdma-run there);
-# TGT_ADDR, if set, is the portal address instead of 127.0.0.1. A script that must run under
+# TGT_ADDR, if set, is the portal address instead of 127.0.0.1 (an IPv6 one without brackets,
+# with its zone if link-local: fe80::1%veth0). A script that must run under
 # iser-netns and is not started there calls tgt_in_iser_netns first.
 #
 # Every step fails loudly: a missing tgtd or a tgtadm error aborts the calling script. Each
@@ -82,9 +83,10 @@ tgt_start() {
 # tgt_launch PORT IPC_SOCKET LOG: a tgtd on $TGT_ADDR:PORT, controlled through IPC_SOCKET, its
 # output appended to LOG; returns once it listens, with its pid in TGT_LAUNCHED.
 tgt_launch() {
-  local port=$1 ipc=$2 log=$3 lld_args=()
+  local port=$1 ipc=$2 log=$3 lld_args=() addr=$TGT_ADDR
   [ "$TGT_LLD" != iser ] || lld_args=(--iser "port=$port,pool_sz_mb=128")
-  TGT_IPC_SOCKET=$ipc ${TGT_WRAP:-} tgtd -f --iscsi "portal=$TGT_ADDR:$port" "${lld_args[@]}" \
+  [[ $addr != *:* ]] || addr="[$addr]"
+  TGT_IPC_SOCKET=$ipc ${TGT_WRAP:-} tgtd -f --iscsi "portal=$addr:$port" "${lld_args[@]}" \
     >>"$log" 2>&1 &
   TGT_LAUNCHED=$!
   wait_for --pid "$TGT_LAUNCHED" 10 tgt_listening "$port" "$ipc" ||

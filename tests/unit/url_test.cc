@@ -115,6 +115,71 @@ TEST(Portal, Forms) {
   EXPECT_FALSE(ParsePortal("[nothex]:1").ok());
 }
 
+// RFC 4007's zone, which a link-local address needs: "%eth0" in a portal as iscsiadm and ip(8)
+// write it, "%25eth0" in a URL (RFC 6874).
+TEST(Portal, Ipv6ZoneIsKeptWithTheHost) {
+  Result<Portal> p = ParsePortal("[fe80::1%eth0]:3261");
+  ASSERT_TRUE(p.ok()) << p.status().ToString();
+  EXPECT_EQ(p->host, "fe80::1%eth0");
+  EXPECT_EQ(p->port, 3261);
+  EXPECT_EQ(p->ToString(), "[fe80::1%eth0]:3261");
+  p = ParsePortal("fe80::1%2");
+  ASSERT_TRUE(p.ok()) << p.status().ToString();
+  EXPECT_EQ(p->host, "fe80::1%2") << "a numeric zone: the interface index";
+  EXPECT_EQ(p->port, 3260);
+  EXPECT_EQ(ParsePortal("[fe80::1%veth-a.1_b]")->host, "fe80::1%veth-a.1_b");
+}
+
+TEST(Portal, BadZonesSayWhatIsWrong) {
+  auto message = [](const char* text) { return ParsePortal(text).status().message(); };
+  EXPECT_NE(message("[fe80::1%]:3260").find("empty zone"), std::string::npos);
+  EXPECT_NE(message("[fe80::1%eth/0]").find("bad zone 'eth/0'"), std::string::npos);
+  EXPECT_NE(message("[fe80::1%eth0%1]").find("bad zone 'eth0%1'"), std::string::npos);
+  EXPECT_NE(message("[fe80::1%a23456789012345b]").find("at most 15"), std::string::npos);
+  EXPECT_NE(message("[fe8g::1%eth0]").find("bad IPv6 address 'fe8g::1'"), std::string::npos);
+  EXPECT_NE(message("fe80::1%").find("empty zone"), std::string::npos);
+  EXPECT_FALSE(ParsePortal("10.0.0.1%eth0").ok()) << "zones are for IPv6 addresses";
+  EXPECT_FALSE(ParsePortal("[fe80::1%eth0:3260").ok());
+}
+
+TEST(Portal, ReportedLinkLocalAddressesTakeTheZoneOfThePortalAsked) {
+  const Portal asked{"fe80::1%eth0", 3260};
+  EXPECT_EQ(OnLinkOf({"fe80::1", 3261}, asked), (Portal{"fe80::1%eth0", 3261}));
+  EXPECT_EQ(OnLinkOf({"fe80::2%tgt1", 3260}, asked), (Portal{"fe80::2%eth0", 3260}))
+      << "the target's own interface name means nothing here";
+  EXPECT_EQ(OnLinkOf({"2001:db8::1", 3260}, asked), (Portal{"2001:db8::1", 3260}));
+  EXPECT_EQ(OnLinkOf({"192.0.2.1", 3260}, asked), (Portal{"192.0.2.1", 3260}));
+  EXPECT_EQ(OnLinkOf({"fe80::1", 3260}, {"192.0.2.1", 3260}), (Portal{"fe80::1", 3260}))
+      << "asked without a zone: nothing to give";
+}
+
+TEST(Url, Ipv6ZoneIsPercent25) {
+  Result<IscsiUrl> u = ParseIscsiUrl("iscsi://[fe80::1%25eth0]:3262/iqn.x/1");
+  ASSERT_TRUE(u.ok()) << u.status().ToString();
+  EXPECT_EQ(u->portal.host, "fe80::1%eth0");
+  EXPECT_EQ(u->portal.port, 3262);
+  EXPECT_EQ(u->Redacted(), "iscsi://[fe80::1%25eth0]:3262/iqn.x/1");
+  // What discover prints, pasted into a URL: a '%' not followed by "25" is the delimiter too.
+  u = ParseIscsiUrl("iser://alice%secret@[fe80::1%eth0]/iqn.x");
+  ASSERT_TRUE(u.ok()) << u.status().ToString();
+  EXPECT_EQ(u->portal.host, "fe80::1%eth0");
+  EXPECT_EQ(u->password, "secret");
+  // The zone itself may be escaped; it must decode to a valid zone.
+  u = ParseIscsiUrl("iscsi://[fe80::1%25eth%2D0]/iqn.x");
+  ASSERT_TRUE(u.ok()) << u.status().ToString();
+  EXPECT_EQ(u->portal.host, "fe80::1%eth-0");
+  u = ParseIscsiUrl("iscsi://h/iqn.x?portal=[fe80::2%25eth1]:3261");
+  ASSERT_TRUE(u.ok()) << u.status().ToString();
+  EXPECT_EQ(u->alternate_portals, (std::vector<Portal>{{"fe80::2%eth1", 3261}}));
+  EXPECT_EQ(u->Redacted(), "iscsi://h:3260/iqn.x?portal=[fe80::2%25eth1]:3261");
+  auto message = [](const char* url) { return ParseIscsiUrl(url).status().message(); };
+  EXPECT_NE(message("iscsi://[fe80::1%25]/iqn.x").find("empty zone"), std::string::npos);
+  EXPECT_NE(message("iscsi://[fe80::1%25eth%2F0]/iqn.x").find("bad zone 'eth/0'"),
+            std::string::npos);
+  EXPECT_NE(message("iscsi://[fe80::1%25eth%zz]/iqn.x").find("percent-escape in the zone"),
+            std::string::npos);
+}
+
 TEST(Url, PasswordsArePercentDecodedAndKeptOutOfErrors) {
   // The first '%' separates user and password (libiscsi's form); later ones are escapes.
   Result<IscsiUrl> u = ParseIscsiUrl("iscsi://bob%p%40ss%25w@h/iqn.x/1");
