@@ -18,12 +18,7 @@ Result<std::vector<DiscoveredTarget>> Discover(const IscsiUrl& portal_url,
   ISER_RETURN_IF_ERROR(ResolveCredentials(&url, c));
   Result<SessionOptions> so = DiscoverySessionOptionsFor(url, c);
   if (!so.ok()) return so.status();
-  Result<std::vector<DiscoveredTarget>> targets = DiscoverTargets(*so);
-  if (!targets.ok()) return targets;
-  for (DiscoveredTarget& t : *targets) {
-    for (TargetPortal& p : t.portals) p.portal = OnLinkOf(p.portal, url.portal);
-  }
-  return targets;
+  return DiscoverTargets(*so);
 }
 
 namespace {

@@ -49,7 +49,10 @@ Result<std::vector<DiscoveredTarget>> ParseSendTargets(const TextPairs& pairs,
         return Status::ProtocolError("SendTargets: bad TargetAddress '" +
                                      EscapeForMessage(p.value) + "': " + portal.status().message());
       }
-      current->portals.push_back({*portal, static_cast<uint16_t>(std::stoul(tag))});
+      // A link-local address means nothing without a zone, which the target cannot know (tgt
+      // drops it): it is on the link of the portal that was asked.
+      current->portals.push_back(
+          {OnLinkOf(*portal, asked), static_cast<uint16_t>(std::stoul(tag))});
     }
   }
   for (DiscoveredTarget& t : targets) {
