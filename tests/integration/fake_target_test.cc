@@ -420,6 +420,8 @@ TEST(FakeTarget, LoginRedirectIsFollowed) {
   Result<std::unique_ptr<Session>> s = Session::Open(OptionsFor(first));
   ASSERT_TRUE(s.ok()) << s.status().ToString();
   EXPECT_EQ((*s)->portal().port, real.port());
+  // The target's script starts after it sent the last Login Response: Open may return first.
+  for (int i = 0; i < 500 && !used; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
   EXPECT_TRUE(used);
 }
 

@@ -54,6 +54,18 @@ std::unique_ptr<Session> Open(const FakeIserTarget& target) {
   return s.ok() ? std::move(*s) : nullptr;
 }
 
+// A session whose commands time out after 1 s, the least command_timeout takes: the scripts
+// below sit on commands to make the initiator abort them.
+std::unique_ptr<Session> OpenWithCommandTimeout(const FakeIserTarget& target) {
+  SessionOptions o = IserOptions();
+  o.command_timeout = std::chrono::seconds(1);
+  o.nop_interval = std::chrono::milliseconds(0);  // the target reads nothing but the commands
+  EXPECT_EQ(target.error(), "");
+  Result<std::unique_ptr<Session>> s = Session::Open(o);
+  EXPECT_TRUE(s.ok()) << s.status().ToString();
+  return s.ok() ? std::move(*s) : nullptr;
+}
+
 // Runs a READ of `bytes` into a buffer filled with 0xee and returns its status.
 Status ReadBytes(Session& s, std::vector<uint8_t>* buf, uint32_t bytes = 4096) {
   buf->assign(bytes, 0xee);
@@ -249,15 +261,11 @@ TEST_P(IserPeerSize, AnAbortedCommandsStagIsRevokedBeforeItIsSentAgain) {
     keys_after_abort = RemoteKeys();
     stale = t.RdmaWrite(old.read_stag, old.read_va, std::vector<uint8_t>(n, 0x66));
   });
-  SessionOptions o = IserOptions();
-  o.command_timeout = std::chrono::seconds(1);
-  o.nop_interval = std::chrono::milliseconds(0);  // the target reads nothing but the commands
-  EXPECT_EQ(target.error(), "");
-  Result<std::unique_ptr<Session>> s = Session::Open(o);
-  ASSERT_TRUE(s.ok()) << s.status().ToString();
+  auto s = OpenWithCommandTimeout(target);
+  ASSERT_TRUE(s);
   const int baseline = RemoteKeys();
   std::vector<uint8_t> buf;
-  ASSERT_TRUE(ReadBytes(**s, &buf, n).ok());
+  ASSERT_TRUE(ReadBytes(*s, &buf, n).ok());
   EXPECT_EQ(buf, std::vector<uint8_t>(n, 0x21));
   EXPECT_EQ(RemoteKeysSettledAt(baseline), baseline) << "a registration outlived its command";
   target.Join();
@@ -289,15 +297,11 @@ TEST_P(IserPeerSize, ALunResetRevokesTheStagsOfTheTasksItEnded) {
     std::this_thread::sleep_for(std::chrono::milliseconds(300));  // the caller checks its data
     stale = t.RdmaWrite(old.read_stag, old.read_va, std::vector<uint8_t>(n, 0x66));
   });
-  SessionOptions o = IserOptions();
-  o.command_timeout = std::chrono::seconds(1);
-  o.nop_interval = std::chrono::milliseconds(0);
-  EXPECT_EQ(target.error(), "");
-  Result<std::unique_ptr<Session>> s = Session::Open(o);
-  ASSERT_TRUE(s.ok()) << s.status().ToString();
+  auto s = OpenWithCommandTimeout(target);
+  ASSERT_TRUE(s);
   const int baseline = RemoteKeys();
   std::vector<uint8_t> buf;
-  ASSERT_TRUE(ReadBytes(**s, &buf, n).ok());
+  ASSERT_TRUE(ReadBytes(*s, &buf, n).ok());
   EXPECT_EQ(buf, std::vector<uint8_t>(n, 0x31));
   EXPECT_EQ(RemoteKeysSettledAt(baseline), baseline) << "a registration outlived its command";
   target.Join();
@@ -316,15 +320,11 @@ TEST_P(IserPeerSize, ACommandThatTimesOutForGoodLeavesNoRegistration) {
       AnswerTaskManagement(t, tmf, 0);
     }
   });
-  SessionOptions o = IserOptions();
-  o.command_timeout = std::chrono::seconds(1);
-  o.nop_interval = std::chrono::milliseconds(0);
-  EXPECT_EQ(target.error(), "");
-  Result<std::unique_ptr<Session>> s = Session::Open(o);
-  ASSERT_TRUE(s.ok()) << s.status().ToString();
+  auto s = OpenWithCommandTimeout(target);
+  ASSERT_TRUE(s);
   const int baseline = RemoteKeys();
   std::vector<uint8_t> buf;
-  Status st = ReadBytes(**s, &buf, n);
+  Status st = ReadBytes(*s, &buf, n);
   target.Join();
   EXPECT_EQ(st.code(), StatusCode::kTimeout) << st.ToString();
   EXPECT_TRUE(HoldsNoTargetBytes(buf));
