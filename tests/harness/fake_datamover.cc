@@ -208,7 +208,13 @@ void FakeConnection::FireTimer() {
 
 void FakeConnection::FailConnection(const Status& status) {
   if (events_ == nullptr) return;
-  Post([this, status] { Fail(status); });
+  if (depth_ > 0) {
+    posted_.push_back([this, status] { Fail(status); });
+    return;
+  }
+  // Not through Run: once the session hears of the failure its recovery thread may take the fake
+  // over (reconnect, start, Wake), so this thread touches nothing of the fake after Fail.
+  Fail(status);
 }
 
 void FakeConnection::Fail(const Status& status) {
