@@ -25,6 +25,21 @@ Bhs ResponseHeader(Opcode op, uint32_t itt, uint32_t statsn, uint32_t exp_cmdsn,
   return b;
 }
 
+bool ReadUntil(FakeTargetBase& t, Opcode op, FakePdu* pdu) {
+  while (t.Read(pdu)) {
+    if (pdu->bhs.opcode() == op) return true;
+  }
+  return false;
+}
+
+void AnswerTaskManagement(FakeTargetBase& t, const FakePdu& tmf, uint8_t response) {
+  // The request is immediate: its CmdSN is the next one expected.
+  Bhs answer = ResponseHeader(Opcode::kTaskMgmtResponse, tmf.bhs.itt(), t.next_statsn(),
+                              tmf.bhs.u32(bhs::kCmdSN), tmf.bhs.u32(bhs::kCmdSN) + 63);
+  answer.b[2] = response;
+  t.Send(answer);
+}
+
 namespace {
 
 // A listening socket on 127.0.0.1 with a port of the kernel's choosing.

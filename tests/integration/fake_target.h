@@ -146,4 +146,10 @@ FakeLoginBehavior RefusingLogin(uint8_t status_class, uint8_t status_detail,
 Bhs ResponseHeader(Opcode op, uint32_t itt, uint32_t statsn, uint32_t exp_cmdsn,
                    uint32_t max_cmdsn);
 
+// For scripts over either transport: reads the initiator's PDUs until one with this opcode
+// (false if the connection ends first), and answers a Task Management request with this
+// response (0: function complete).
+bool ReadUntil(FakeTargetBase& t, Opcode op, FakePdu* pdu);
+void AnswerTaskManagement(FakeTargetBase& t, const FakePdu& tmf, uint8_t response);
+
 }  // namespace iser::test

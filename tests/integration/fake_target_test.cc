@@ -18,8 +18,10 @@
 namespace iser {
 namespace {
 
+using test::AnswerTaskManagement;
 using test::FakePdu;
 using test::FakeTarget;
+using test::ReadUntil;
 using test::ResponseHeader;
 
 SessionOptions OptionsFor(const FakeTarget& t) {
@@ -524,18 +526,6 @@ TEST(FakeTarget, AResidualPastTheTransferLengthIsAProtocolError) {
 // the LUN reset (the READ it covered is sent again once), and every abort answered but never the
 // READ (it fails with a timeout and its buffer holds nothing of the target's).
 TEST(FakeTarget, AbortLunResetAndTimeoutEachEndTheReadOnce) {
-  auto answer_tmf = [](FakeTarget& t, const FakePdu& tmf, uint8_t response) {
-    Bhs r = ResponseHeader(Opcode::kTaskMgmtResponse, tmf.bhs.itt(), t.next_statsn(),
-                           tmf.bhs.u32(bhs::kCmdSN), tmf.bhs.u32(bhs::kCmdSN) + 63);
-    r.b[2] = response;
-    t.Send(r);
-  };
-  auto next = [](FakeTarget& t, Opcode op, FakePdu* pdu) {
-    while (t.Read(pdu)) {
-      if (pdu->bhs.opcode() == op) return true;
-    }
-    return false;
-  };
   auto send_data = [](FakeTarget& t, const FakePdu& cmd, uint8_t fill) {
     Bhs din = ResponseHeader(Opcode::kDataIn, cmd.bhs.itt(), t.next_statsn(),
                              cmd.bhs.u32(bhs::kCmdSN) + 1, cmd.bhs.u32(bhs::kCmdSN) + 64);
@@ -546,23 +536,25 @@ TEST(FakeTarget, AbortLunResetAndTimeoutEachEndTheReadOnce) {
   FakeTarget target({}, [&](FakeTarget& t) {
     FakePdu cmd, tmf;
     // READ 1: aborted, then answered.
-    if (!next(t, Opcode::kScsiCommand, &cmd) || !next(t, Opcode::kTaskMgmtRequest, &tmf)) return;
+    if (!ReadUntil(t, Opcode::kScsiCommand, &cmd) || !ReadUntil(t, Opcode::kTaskMgmtRequest, &tmf))
+      return;
     EXPECT_EQ(tmf.bhs.flags() & 0x7f, 1);
-    answer_tmf(t, tmf, 0);
-    if (!next(t, Opcode::kScsiCommand, &cmd)) return;
+    AnswerTaskManagement(t, tmf, 0);
+    if (!ReadUntil(t, Opcode::kScsiCommand, &cmd)) return;
     send_data(t, cmd, 0x21);
     // READ 2: the abort refused, the LUN reset, then answered.
-    if (!next(t, Opcode::kScsiCommand, &cmd) || !next(t, Opcode::kTaskMgmtRequest, &tmf)) return;
-    answer_tmf(t, tmf, 255);
-    if (!next(t, Opcode::kTaskMgmtRequest, &tmf)) return;
+    if (!ReadUntil(t, Opcode::kScsiCommand, &cmd) || !ReadUntil(t, Opcode::kTaskMgmtRequest, &tmf))
+      return;
+    AnswerTaskManagement(t, tmf, 255);
+    if (!ReadUntil(t, Opcode::kTaskMgmtRequest, &tmf)) return;
     EXPECT_EQ(tmf.bhs.flags() & 0x7f, 5);
-    answer_tmf(t, tmf, 0);
-    if (!next(t, Opcode::kScsiCommand, &cmd)) return;
+    AnswerTaskManagement(t, tmf, 0);
+    if (!ReadUntil(t, Opcode::kScsiCommand, &cmd)) return;
     send_data(t, cmd, 0x31);
     // READ 3: never answered.
     for (int round = 0; round < 3; ++round) {
-      if (!next(t, Opcode::kTaskMgmtRequest, &tmf)) return;
-      answer_tmf(t, tmf, 0);
+      if (!ReadUntil(t, Opcode::kTaskMgmtRequest, &tmf)) return;
+      AnswerTaskManagement(t, tmf, 0);
     }
     FakePdu rest;
     while (t.Read(&rest)) {

@@ -23,8 +23,10 @@
 namespace iser {
 namespace {
 
+using test::AnswerTaskManagement;
 using test::FakeIserTarget;
 using test::FakePdu;
+using test::ReadUntil;
 using test::ResponseHeader;
 
 constexpr uint16_t kPort = 3260;  // each test runs in a network namespace of its own
@@ -108,21 +110,21 @@ bool HoldsNoTargetBytes(const std::vector<uint8_t>& buf) {
   return std::all_of(buf.begin(), buf.end(), [](uint8_t b) { return b == 0xee || b == 0; });
 }
 
-// Reads the PDUs the initiator sends until a Task Management Function Request; false if the
-// connection ends first.
-bool ReadTaskManagement(FakeIserTarget& t, FakePdu* tmf) {
-  while (t.Read(tmf)) {
-    if (tmf->bhs.opcode() == Opcode::kTaskMgmtRequest) return true;
-  }
-  return false;
-}
-
-// Answers a Task Management request with this response (0: function complete).
-void AnswerTaskManagement(FakeIserTarget& t, const FakePdu& tmf, uint8_t response) {
-  Bhs answer = ResponseHeader(Opcode::kTaskMgmtResponse, tmf.bhs.itt(), t.next_statsn(),
-                              tmf.bhs.u32(bhs::kCmdSN), tmf.bhs.u32(bhs::kCmdSN) + 63);
-  answer.b[2] = response;
-  t.Send(answer);
+// The target's side of a READ the initiator sent again after an abort or a reset: it places
+// `fill` through the new STag and answers GOOD, gives the caller time to check its data, then
+// writes through the first command's STag and returns that write's status.
+int AnswerAgainThenUseTheFirstStag(FakeIserTarget& t, const FakePdu& first,
+                                   const test::IserStags& old, uint32_t n, uint8_t fill) {
+  FakePdu again;
+  if (!t.Read(&again)) return -1;
+  EXPECT_EQ(again.bhs.opcode(), Opcode::kScsiCommand);
+  EXPECT_NE(again.bhs.itt(), first.bhs.itt());
+  const test::IserStags fresh = t.last_stags();
+  EXPECT_EQ(t.RdmaWrite(fresh.read_stag, fresh.read_va, std::vector<uint8_t>(n, fill)),
+            IBV_WC_SUCCESS);
+  t.Send(GoodResponse(t, again));
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  return t.RdmaWrite(old.read_stag, old.read_va, std::vector<uint8_t>(n, 0x66));
 }
 
 // Small commands go through pre-registered slots, large ones through the caller's buffer
@@ -242,29 +244,15 @@ TEST_P(IserPeerSize, AReadAnsweredGoodWithoutDataReturnsNoEarlierCommandsBytes) 
 TEST_P(IserPeerSize, AnAbortedCommandsStagIsRevokedBeforeItIsSentAgain) {
   const uint32_t n = GetParam();
   std::atomic<int> stale{-1};
-  std::atomic<int> keys_after_abort{-1};
   FakeIserTarget target(kPort, FakeIserTarget::IserLogin(), [&](FakeIserTarget& t) {
     FakePdu first;
     if (!t.Read(&first)) return;
     const test::IserStags old = t.last_stags();
     FakePdu tmf;
-    if (!t.Read(&tmf)) return;
-    EXPECT_EQ(tmf.bhs.opcode(), Opcode::kTaskMgmtRequest);
+    if (!ReadUntil(t, Opcode::kTaskMgmtRequest, &tmf)) return;
     EXPECT_EQ(tmf.bhs.flags() & 0x7f, 1) << "ABORT TASK";
-    Bhs answer = ResponseHeader(Opcode::kTaskMgmtResponse, tmf.bhs.itt(), t.next_statsn(),
-                                first.bhs.u32(bhs::kCmdSN) + 1, first.bhs.u32(bhs::kCmdSN) + 64);
-    t.Send(answer);
-    FakePdu again;
-    if (!t.Read(&again)) return;
-    EXPECT_EQ(again.bhs.opcode(), Opcode::kScsiCommand);
-    EXPECT_NE(again.bhs.itt(), first.bhs.itt());
-    const test::IserStags fresh = t.last_stags();
-    EXPECT_EQ(t.RdmaWrite(fresh.read_stag, fresh.read_va, std::vector<uint8_t>(n, 0x21)),
-              IBV_WC_SUCCESS);
-    t.Send(GoodResponse(t, again));
-    std::this_thread::sleep_for(std::chrono::milliseconds(300));  // the caller checks its data
-    keys_after_abort = RemoteKeys();
-    stale = t.RdmaWrite(old.read_stag, old.read_va, std::vector<uint8_t>(n, 0x66));
+    AnswerTaskManagement(t, tmf, 0);
+    stale = AnswerAgainThenUseTheFirstStag(t, first, old, n, 0x21);
   });
   auto s = OpenWithCommandTimeout(target);
   ASSERT_TRUE(s);
@@ -288,19 +276,13 @@ TEST_P(IserPeerSize, ALunResetRevokesTheStagsOfTheTasksItEnded) {
     if (!t.Read(&first)) return;
     const test::IserStags old = t.last_stags();
     FakePdu tmf;
-    if (!ReadTaskManagement(t, &tmf)) return;
+    if (!ReadUntil(t, Opcode::kTaskMgmtRequest, &tmf)) return;
     EXPECT_EQ(tmf.bhs.flags() & 0x7f, 1) << "ABORT TASK";
     AnswerTaskManagement(t, tmf, 255);  // rejected
-    if (!ReadTaskManagement(t, &tmf)) return;
+    if (!ReadUntil(t, Opcode::kTaskMgmtRequest, &tmf)) return;
     EXPECT_EQ(tmf.bhs.flags() & 0x7f, 5) << "LOGICAL UNIT RESET";
     AnswerTaskManagement(t, tmf, 0);
-    FakePdu again;
-    if (!t.Read(&again)) return;
-    EXPECT_EQ(again.bhs.opcode(), Opcode::kScsiCommand);
-    t.RdmaWrite(t.last_stags().read_stag, t.last_stags().read_va, std::vector<uint8_t>(n, 0x31));
-    t.Send(GoodResponse(t, again));
-    std::this_thread::sleep_for(std::chrono::milliseconds(300));  // the caller checks its data
-    stale = t.RdmaWrite(old.read_stag, old.read_va, std::vector<uint8_t>(n, 0x66));
+    stale = AnswerAgainThenUseTheFirstStag(t, first, old, n, 0x31);
   });
   auto s = OpenWithCommandTimeout(target);
   ASSERT_TRUE(s);
@@ -321,7 +303,7 @@ TEST_P(IserPeerSize, ACommandThatTimesOutForGoodLeavesNoRegistration) {
   FakeIserTarget target(kPort, FakeIserTarget::IserLogin(), [&](FakeIserTarget& t) {
     for (int round = 0; round < 3; ++round) {
       FakePdu tmf;
-      if (!ReadTaskManagement(t, &tmf)) return;
+      if (!ReadUntil(t, Opcode::kTaskMgmtRequest, &tmf)) return;
       AnswerTaskManagement(t, tmf, 0);
     }
   });
