@@ -93,7 +93,7 @@ uint64_t BlockDevice::size_bytes() {
   const uint64_t luns = session_->luns_changes();
   const bool capacity_moved = capacity_changes_seen_.exchange(capacity) != capacity;
   const bool luns_moved = luns_changes_seen_.exchange(luns) != luns;
-  // A failed READ CAPACITY keeps the last size (logged where it failed).
+  // A failed READ CAPACITY keeps the last size; the next change tries again.
   if (capacity_moved || luns_moved) RefreshSize().status().IgnoreError();
   return size_bytes_.load();
 }
