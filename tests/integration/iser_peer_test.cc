@@ -318,6 +318,32 @@ TEST_P(IserPeerSize, ACommandThatTimesOutForGoodLeavesNoRegistration) {
   EXPECT_EQ(RemoteKeysSettledAt(baseline), baseline) << "a registration outlived its command";
 }
 
+// A target that writes the whole buffer but says (underflow residual) it moved only the first
+// half: the caller sees the first half and nothing of the second, neither the bytes the target
+// placed there nor an earlier command's. Through a slot the tail is not copied; in a buffer
+// registered directly it is zeroed at revocation.
+TEST_P(IserPeerSize, BytesPastTheResidualNeverReachTheCaller) {
+  const uint32_t n = GetParam();
+  FakeIserTarget target(kPort, FakeIserTarget::IserLogin(), [&](FakeIserTarget& t) {
+    FakePdu cmd;
+    if (!t.Read(&cmd)) return;
+    t.RdmaWrite(t.last_stags().read_stag, t.last_stags().read_va, std::vector<uint8_t>(n, 0x5a));
+    Bhs rsp = GoodResponse(t, cmd);
+    rsp.set_flags(kFinalBit | kResidualUnderflow);
+    rsp.set_u32(bhs::kResidualCount, n / 2);
+    t.Send(rsp);
+  });
+  auto s = Open(target);
+  ASSERT_TRUE(s);
+  std::vector<uint8_t> buf;
+  ASSERT_TRUE(ReadBytes(*s, &buf, n).ok());
+  target.Join();
+  const std::vector<uint8_t> head(buf.begin(), buf.begin() + n / 2);
+  const std::vector<uint8_t> tail(buf.begin() + n / 2, buf.end());
+  EXPECT_EQ(head, std::vector<uint8_t>(n / 2, 0x5a));
+  EXPECT_TRUE(HoldsNoTargetBytes(tail)) << "bytes past the residual reached the caller";
+}
+
 INSTANTIATE_TEST_SUITE_P(ThroughSlotsAndDirect, IserPeerSize,
                          ::testing::Values(4096u, 256u * 1024));
 
