@@ -41,6 +41,14 @@ Status TransferStatus(const Task& t, const std::string& what) {
                          "the one the LUN had when opened?");
 }
 
+// How a READ or WRITE of this device at `lba` ended. The common ending (GOOD, every byte moved)
+// costs no string.
+Status IoStatus(const Task& t, const LunInfo& info, uint64_t lba) {
+  if (t.status.ok() && t.scsi_status == 0 && t.residual == 0) return Status::OK();
+  return TransferStatus(t, std::string(scsi::CommandName(t)) +
+                               Where(info, lba, t.transfer_length / info.logical_block_size));
+}
+
 }  // namespace
 
 int ErrnoFor(const Status& status) {
@@ -93,8 +101,18 @@ uint64_t BlockDevice::size_bytes() {
   const uint64_t luns = session_->luns_changes();
   const bool capacity_moved = capacity_changes_seen_.exchange(capacity) != capacity;
   const bool luns_moved = luns_changes_seen_.exchange(luns) != luns;
-  // A failed READ CAPACITY keeps the last size; the next change tries again.
-  if (capacity_moved || luns_moved) RefreshSize().status().IgnoreError();
+  if (capacity_moved || luns_moved) {
+    // A failed READ CAPACITY keeps the last size; the next change tries again.
+    Result<uint64_t> size = RefreshSize();
+    if (!size.ok()) {
+      Log(LogLevel::kWarning, "LUN " + std::to_string(info_.lun) + " of " +
+                                  session_->target_name() +
+                                  ": the target reported a change, but its new capacity could "
+                                  "not be read (" +
+                                  size.status().ToString() + "); keeping " +
+                                  std::to_string(size_bytes_.load()) + " bytes");
+    }
+  }
   return size_bytes_.load();
 }
 
@@ -162,14 +180,8 @@ void BlockDevice::Submit(IoRequest* req) {
   t.context = req;
   t.on_complete = [](Task* task) {
     auto* r = static_cast<IoRequest*>(task->context);
-    if (task->status.ok() && task->scsi_status == 0 && task->residual == 0) {
-      r->on_complete(r, Status::OK());
-      return;
-    }
-    const uint32_t size = r->device->info_.logical_block_size;
-    r->on_complete(
-        r, TransferStatus(*task, std::string(scsi::CommandName(*task)) +
-                                     Where(r->device->info_, r->offset / size, r->length / size)));
+    const LunInfo& info = r->device->info_;
+    r->on_complete(r, IoStatus(*task, info, r->offset / info.logical_block_size));
   };
   session_->Submit(&t);
 }
@@ -217,12 +229,7 @@ Status BlockDevice::RunChunked(IoOp op, uint64_t offset, uint8_t* buf, uint64_t 
       {
         MutexLock lock(&r->mu);
         --r->outstanding;
-        if (!(t->status.ok() && t->scsi_status == 0 && t->residual == 0) && r->error.ok()) {
-          const uint32_t bs = r->dev->info_.logical_block_size;
-          r->error = TransferStatus(
-              *t, std::string(scsi::CommandName(*t)) +
-                      Where(r->dev->info_, LoadBe64Lba(*t), t->transfer_length / bs));
-        }
+        if (r->error.ok()) r->error = IoStatus(*t, r->dev->info_, LoadBe64Lba(*t));
         resubmit = r->Next(*t);
         finished = r->outstanding == 0;
       }

@@ -64,8 +64,8 @@ class BlockDevice {
   // The LUN's size in bytes. After the target reported that the capacity changed (UNIT
   // ATTENTION 2A/09, Session::capacity_changes()) or that its LUNs changed (3F/0E,
   // Session::luns_changes(): tgtd resizes a LUN by deleting and adding it again) the next call
-  // reads it again; a failing READ CAPACITY keeps the last size. Not from the session's I/O
-  // thread.
+  // reads it again; a failing READ CAPACITY keeps the last size, with a warning. Not from the
+  // session's I/O thread.
   uint64_t size_bytes();
   // Reads the capacity now (READ CAPACITY) and returns the size; a change is logged. Fails when
   // the command does, and with kNotSupported when the logical block size differs from the one at

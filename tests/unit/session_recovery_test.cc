@@ -437,6 +437,12 @@ class CommandTimeoutTest : public SessionRecoveryTest {
     }
     return out;
   }
+  // Lets command_timeout (10 s) pass and returns the task management requests it sent.
+  std::vector<SentPdu> PassCommandTimeout() {
+    fake_.Advance(std::chrono::seconds(11));
+    fake_.FireTimer();
+    return TakeTaskManagement();
+  }
   void AnswerTmf(const SentPdu& tmf, uint8_t response) {
     Bhs r = fake_.Header(Opcode::kTaskMgmtResponse, tmf.bhs.itt());
     r.b[2] = response;
@@ -475,12 +481,8 @@ TEST_F(CommandTimeoutTest, AnUnansweredAbortBecomesALunResetAndThenADroppedConne
   t.task.lun = 3;
   session_->Submit(&t.task);
   ASSERT_EQ(TakeCommands().size(), 1u);
-  fake_.Advance(std::chrono::seconds(11));
-  fake_.FireTimer();
-  ASSERT_EQ(TakeTaskManagement().size(), 1u);
-  fake_.Advance(std::chrono::seconds(11));
-  fake_.FireTimer();
-  std::vector<SentPdu> reset = TakeTaskManagement();
+  ASSERT_EQ(PassCommandTimeout().size(), 1u);
+  std::vector<SentPdu> reset = PassCommandTimeout();
   ASSERT_EQ(reset.size(), 1u);
   EXPECT_EQ(reset[0].bhs.flags() & 0x7f, 5) << "LOGICAL UNIT RESET";
   EXPECT_EQ(DecodeLun(reset[0].bhs.lun()), 3u);
@@ -499,9 +501,7 @@ TEST_F(CommandTimeoutTest, ALunResetEndsEveryTaskOfTheLunAndTheyAreSentAgain) {
   session_->Submit(&a.task);
   session_->Submit(&b.task);
   ASSERT_EQ(TakeCommands().size(), 2u);
-  fake_.Advance(std::chrono::seconds(11));
-  fake_.FireTimer();
-  std::vector<SentPdu> aborts = TakeTaskManagement();
+  std::vector<SentPdu> aborts = PassCommandTimeout();
   ASSERT_EQ(aborts.size(), 2u);
   AnswerTmf(aborts[0], 255);  // rejected: escalate
   std::vector<SentPdu> reset = TakeTaskManagement();
@@ -519,9 +519,7 @@ TEST_F(CommandTimeoutTest, ACommandAbortedTooOftenFailsWithATimeout) {
   session_->Submit(&t.task);
   for (int round = 0; round < 3; ++round) {
     ASSERT_EQ(TakeCommands().size(), 1u) << "round " << round;
-    fake_.Advance(std::chrono::seconds(11));
-    fake_.FireTimer();
-    std::vector<SentPdu> tmf = TakeTaskManagement();
+    std::vector<SentPdu> tmf = PassCommandTimeout();
     ASSERT_EQ(tmf.size(), 1u);
     AnswerTmf(tmf[0], 0);
   }
@@ -538,9 +536,7 @@ TEST_F(CommandTimeoutTest, CommandsSubmittedDuringALunResetWaitForItAndRunOnce) 
   a.task.lun = 3;
   session_->Submit(&a.task);
   ASSERT_EQ(TakeCommands().size(), 1u);
-  fake_.Advance(std::chrono::seconds(11));
-  fake_.FireTimer();
-  std::vector<SentPdu> abort = TakeTaskManagement();
+  std::vector<SentPdu> abort = PassCommandTimeout();
   ASSERT_EQ(abort.size(), 1u);
   AnswerTmf(abort[0], 255);  // rejected: escalate to a LUN reset
   std::vector<SentPdu> reset = TakeTaskManagement();
@@ -580,13 +576,9 @@ TEST_F(CommandTimeoutTest, LateTaskManagementAnswersAreAcceptedQuietly) {
   t.task.lun = 2;
   session_->Submit(&t.task);
   ASSERT_EQ(TakeCommands().size(), 1u);
-  fake_.Advance(std::chrono::seconds(11));
-  fake_.FireTimer();
-  std::vector<SentPdu> abort = TakeTaskManagement();
+  std::vector<SentPdu> abort = PassCommandTimeout();
   ASSERT_EQ(abort.size(), 1u);
-  fake_.Advance(std::chrono::seconds(11));
-  fake_.FireTimer();  // the abort timed out: LUN reset
-  std::vector<SentPdu> reset = TakeTaskManagement();
+  std::vector<SentPdu> reset = PassCommandTimeout();  // the abort timed out: LUN reset
   ASSERT_EQ(reset.size(), 1u);
   ASSERT_EQ(reset[0].bhs.flags() & 0x7f, 5);
   AnswerTmf(abort[0], 0);  // the timed-out abort's answer, late
@@ -607,9 +599,7 @@ TEST_F(CommandTimeoutTest, AnAbortAnsweredAfterTheResetThatCoveredItIsLate) {
   session_->Submit(&a.task);
   session_->Submit(&b.task);
   ASSERT_EQ(TakeCommands().size(), 2u);
-  fake_.Advance(std::chrono::seconds(11));
-  fake_.FireTimer();
-  std::vector<SentPdu> aborts = TakeTaskManagement();
+  std::vector<SentPdu> aborts = PassCommandTimeout();
   ASSERT_EQ(aborts.size(), 2u);
   AnswerTmf(aborts[0], 255);  // escalates while the second abort is outstanding
   std::vector<SentPdu> reset = TakeTaskManagement();
@@ -638,9 +628,7 @@ TEST_F(CommandTimeoutTest, EveryEndingRetiresTheTaskFromTheDatamover) {
   session_->Submit(&aborted.task);
   sent = TakeCommands();
   ASSERT_EQ(sent.size(), 1u);
-  fake_.Advance(std::chrono::seconds(11));
-  fake_.FireTimer();
-  std::vector<SentPdu> abort = TakeTaskManagement();
+  std::vector<SentPdu> abort = PassCommandTimeout();
   ASSERT_EQ(abort.size(), 1u);
   AnswerTmf(abort[0], 0);
   ASSERT_EQ(TakeCommands().size(), 1u);
