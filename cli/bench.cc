@@ -357,7 +357,8 @@ void Bench::Print(const std::string& target, const SessionStats& session) const 
                          {"recoveries", session.recoveries},
                          {"longest_recovery_s", longest_recovery_s},
                          {"replayed_tasks", session.replayed_tasks},
-                         {"retried_commands", session.retried_commands}};
+                         {"retried_commands", session.retried_commands},
+                         {"datamover", session.datamover}};
     std::printf("%s\n", DumpJson(report).c_str());
     return;
   }
@@ -369,6 +370,7 @@ void Bench::Print(const std::string& target, const SessionStats& session) const 
   }
   std::printf("%s %s QD%u for %.1f s on %s\n", cfg_.rw.c_str(), HumanBytes(cfg_.bs).c_str(),
               cfg_.qd, elapsed_s_, target.c_str());
+  if (!session.datamover.empty()) std::printf("  datamover: %s\n", session.datamover.c_str());
   std::printf("  %.0f IOPS, %.1f MiB/s (%llu reads, %llu writes)\n", iops, mibs,
               static_cast<unsigned long long>(read_ios_.load()),
               static_cast<unsigned long long>(write_ios_.load()));

@@ -319,6 +319,7 @@ Json TreeServer::StatusJson() {
                         {"portal", t.session->portal().ToString()},
                         {"connection", s.portal},
                         {"transport", p.rdma_extensions ? "iser" : "tcp"},
+                        {"datamover", s.datamover},
                         {"state", SessionStateName(s.state)},
                         {"recoveries", s.recoveries},
                         {"replayed_tasks", s.replayed_tasks},

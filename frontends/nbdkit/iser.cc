@@ -13,7 +13,9 @@
 //   get_ready                 (portal: discover the targets,) log in, find the first disk LUN
 //                             for the default export, log out again: a bad URL, an unreachable
 //                             portal or a wrong password stops nbdkit here, before it forks into
-//                             the background.
+//                             the background. Over iSER this runs in a child process: an RDMA
+//                             device opened before nbdkit's fork is not usable after it (a verbs
+//                             context and its registrations do not survive fork).
 //   after_fork                with a target in the URL, log in for good: the session's I/O
 //                             thread must be started in the process that serves (threads do not
 //                             survive nbdkit's fork). A portal's targets are logged in to at the
@@ -29,10 +31,15 @@
 #define THREAD_MODEL NBDKIT_THREAD_MODEL_PARALLEL
 #include <nbdkit-plugin.h>
 
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
 #include <cerrno>
 #include <charconv>
 #include <cinttypes>
 #include <cstdlib>
+#include <cstring>
 #include <map>
 #include <memory>
 #include <optional>
@@ -344,7 +351,8 @@ Status DiscoverPortal() {
   return Status::OK();
 }
 
-int IserGetReady() {
+// get_ready's work: fills g_targets and g_default_export.
+Status FindTargets() {
   Status st = g_whole_portal ? DiscoverPortal() : Status::OK();
   if (!g_whole_portal) AddTarget(g_url->target, "");
   // The default export is the first disk LUN of the first target that has one.
@@ -358,6 +366,75 @@ int IserGetReady() {
     st = Status::NotFound(g_whole_portal ? "no target of the portal has a disk LUN"
                                          : "the target has no disk LUN");
   }
+  return st;
+}
+
+bool UsesRdma() {
+  return g_connect.transport.value_or(g_url->transport) == iser::TransportKind::kIser;
+}
+
+// FindTargets in a child process, so that this one (nbdkit's, about to fork) never opens an
+// RDMA device. The child reports on a pipe, one item per line: the status code, its message,
+// the default export, then "<target>\t<export prefix>" per target.
+Status FindTargetsInChild() {
+  int fds[2];
+  if (pipe(fds) != 0) return Status::ResourceExhausted(std::string("pipe: ") + strerror(errno));
+  const pid_t pid = fork();
+  if (pid < 0) {
+    close(fds[0]);
+    close(fds[1]);
+    return Status::ResourceExhausted(std::string("fork: ") + strerror(errno));
+  }
+  if (pid == 0) {
+    close(fds[0]);
+    const Status st = FindTargets();
+    std::string message = st.message();
+    std::replace(message.begin(), message.end(), '\n', ' ');
+    std::string out = std::to_string(static_cast<int>(st.code())) + "\n" + message + "\n" +
+                      g_default_export + "\n";
+    for (const std::unique_ptr<Target>& t : g_targets) {
+      out += t->url.target + "\t" + t->export_prefix + "\n";
+    }
+    for (size_t done = 0; done < out.size();) {
+      const ssize_t n = write(fds[1], out.data() + done, out.size() - done);
+      if (n <= 0) _exit(1);
+      done += static_cast<size_t>(n);
+    }
+    _exit(0);  // nbdkit's atexit handlers and our statics belong to the parent
+  }
+  close(fds[1]);
+  std::string in;
+  char buf[4096];
+  for (ssize_t n; (n = read(fds[0], buf, sizeof buf)) != 0;) {
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) break;
+    in.append(buf, static_cast<size_t>(n));
+  }
+  close(fds[0]);
+  int wstatus = 0;
+  while (waitpid(pid, &wstatus, 0) < 0 && errno == EINTR) {
+  }
+  std::vector<std::string> lines;
+  for (size_t start = 0, end; (end = in.find('\n', start)) != std::string::npos; start = end + 1) {
+    lines.push_back(in.substr(start, end - start));
+  }
+  if (!WIFEXITED(wstatus) || WEXITSTATUS(wstatus) != 0 || lines.size() < 3) {
+    return Status::ConnectionFailed(
+        "the process probing the target over iSER ended without an answer (" +
+        (WIFSIGNALED(wstatus) ? "signal " + std::to_string(WTERMSIG(wstatus))
+                              : "exit status " + std::to_string(WEXITSTATUS(wstatus))) +
+        ")");
+  }
+  for (size_t i = 3; i < lines.size(); ++i) {
+    const size_t tab = lines[i].find('\t');
+    AddTarget(lines[i].substr(0, tab), tab == std::string::npos ? "" : lines[i].substr(tab + 1));
+  }
+  g_default_export = lines[2];
+  return Status(static_cast<iser::StatusCode>(std::stoi(lines[0])), lines[1]);
+}
+
+int IserGetReady() {
+  const Status st = UsesRdma() ? FindTargetsInChild() : FindTargets();
   if (!st.ok()) {
     nbdkit_error("%s: %s", g_url_text.c_str(), st.message().c_str());
     return -1;

@@ -269,6 +269,7 @@ Status Session::Reconnect(const Portal& portal, uint64_t replayed, Clock::time_p
     old = std::move(dm_);
     dm_ = std::move(dm);
     stats_.portal = dm_->Describe();
+    stats_.datamover = dm_->Mechanism();
   }
   old.reset();
   connected_ = true;

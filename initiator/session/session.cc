@@ -103,6 +103,7 @@ Result<std::unique_ptr<Session>> Session::Open(const SessionOptions& options) {
   {
     MutexLock lock(&s->submit_mu_);
     s->stats_.portal = s->dm_->Describe();
+    s->stats_.datamover = s->dm_->Mechanism();
   }
   ISER_RETURN_IF_ERROR(s->dm_->Start(s.get()));
   s->started_ = true;
@@ -238,7 +239,11 @@ void Session::Dispatch() {
   // (it came after), and it must not run before the tasks the reset ended are sent again.
   Task* held_after = nullptr;  // the last task left in the queue
   Task** link = &pending_head_;
-  while (*link && !free_slots_.empty() && window_.Open()) {
+  // As many commands as the target's window and the datamover's receives allow, counting the
+  // task management requests that also wait for an answer.
+  const uint32_t most = dm_->MaxOutstandingCommands();
+  while (*link && !free_slots_.empty() && window_.Open() &&
+         (kSlots - 1 - free_slots_.size()) + tmfs_.size() < most) {
     Task* t = *link;
     if (!tmfs_.empty() && LunBeingReset(t->lun)) {
       held_after = t;

@@ -70,6 +70,7 @@ struct SessionStats {
   std::chrono::milliseconds longest_recovery{0};  // from the loss to full feature phase again
   std::string portal;                             // where the session is (or was) logged in
   std::string last_loss;                          // why the connection was last lost
+  std::string datamover;  // how the connection moves data (Datamover::Mechanism)
 };
 const char* SessionStateName(SessionStats::State state);
 

@@ -89,6 +89,15 @@ class Datamover {
   virtual Status ReceivePdu(Bhs* bhs, std::vector<uint8_t>* data, Deadline deadline) = 0;
   // The most data one SCSI command may carry over this connection.
   virtual uint32_t MaxTransferBytes() const = 0;
+  // The most commands and task management requests this connection can have waiting for their
+  // answers at once; the session sends no more, whatever the target's CmdSN window allows. A
+  // transport that receives into buffers posted in advance has as many as it posted, less room
+  // for what the target sends unasked (iSER: a SEND that finds no receive waits out an RNR
+  // timer on IB and RoCE, and ends the connection on iWARP). Valid after Connect.
+  virtual uint32_t MaxOutstandingCommands() const { return UINT32_MAX; }
+  // How this connection moves data, for `session -P` and logs: "epoll", or the RDMA device,
+  // how STags are made and the receives posted.
+  virtual std::string Mechanism() const { return ""; }
   // Whether the session can count a read's Data-In bytes (see DataInAccounting). iSCSI's
   // default; a transport whose target places the data itself says so.
   virtual DataInAccounting data_in_accounting() const { return DataInAccounting::kCountedFromPdus; }

@@ -44,6 +44,7 @@ class FakeDatamover final : public Datamover {
     return Status::OK();
   }
   uint32_t MaxTransferBytes() const override { return c_->options_.max_transfer_bytes; }
+  uint32_t MaxOutstandingCommands() const override { return c_->options_.max_outstanding_commands; }
   Status EnterFullFeature(const ConnectionParams& params) override {
     c_->params_ = params;
     return c_->options_.enter_full_feature_status;

@@ -53,6 +53,8 @@ struct FakeConnectionOptions {
   // MaxCmdSN in the final Login Response is its ExpCmdSN plus this.
   uint32_t login_cmdsn_window = 63;
   uint32_t max_transfer_bytes = 1 << 20;
+  // Datamover::MaxOutstandingCommands: the receives an RDMA transport would have posted.
+  uint32_t max_outstanding_commands = UINT32_MAX;
   bool answer_logout = true;
   std::function<void()> on_wake;
 };

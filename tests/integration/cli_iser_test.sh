@@ -61,7 +61,12 @@ expect_exit 5 "127.0.0.1:3261.*(listener|refused)" "$cli" ls "iser://127.0.0.1:3
 # (CAP_IPC_LOCK lifts the limit, so root runs it without that capability.)
 no_ipc_lock=()
 [ "$(id -u)" = 0 ] && no_ipc_lock=(setpriv --bounding-set=-ipc_lock)
-expect_exit 1 "RLIMIT_MEMLOCK allows 1024 KiB.*ulimit -l" "${no_ipc_lock[@]}" bash -c \
+expect_exit 1 "RLIMIT_MEMLOCK \\(1024 KiB\\).*ulimit -l" "${no_ipc_lock[@]}" bash -c \
   'ulimit -l 1024 && exec "$0" ls "$1"' "$cli" "iser://$portal/$iqn/1"
+
+# A device without reliable connected QPs (AWS EFA; softrdma's efa profile in this process only,
+# tgtd keeps its own): iSER cannot run there, and the error says so and what to use instead.
+SOFTRDMA_PROFILE=efa expect_exit 1 "reliable connected \\(RC\\).*iscsi://" "$cli" ls \
+  "iser://$portal/$iqn/1"
 
 checks_done

@@ -15,7 +15,8 @@ namespace iser::test {
 
 namespace {
 
-constexpr size_t kReceives = 16;
+// More than the initiator's receives, so that a test can hold every command it sends unanswered.
+constexpr size_t kReceives = 512;
 constexpr size_t kReceiveBytes = 16 * 1024;
 constexpr size_t kSendBytes = 64 * 1024;
 constexpr size_t kDataBytes = 1 << 20;
@@ -107,7 +108,7 @@ bool FakeIserTarget::Accept() {
   id_ = req->id;
   rdma_ack_cm_event(req);
   pd_ = ibv_alloc_pd(id_->verbs);
-  cq_ = ibv_create_cq(id_->verbs, 256, nullptr, nullptr, 0);
+  cq_ = ibv_create_cq(id_->verbs, static_cast<int>(kReceives + 64), nullptr, nullptr, 0);
   ibv_qp_init_attr qp{};
   qp.send_cq = cq_;
   qp.recv_cq = cq_;
@@ -187,7 +188,11 @@ ibv_wc_status FakeIserTarget::Post(ibv_wr_opcode opcode, size_t offset, size_t l
 }
 
 bool FakeIserTarget::Read(FakePdu* pdu) {
-  const auto deadline = std::chrono::steady_clock::now() + kPatience;
+  return ReadWithin(pdu, kPatience);
+}
+
+bool FakeIserTarget::ReadWithin(FakePdu* pdu, std::chrono::milliseconds patience) {
+  const auto deadline = std::chrono::steady_clock::now() + patience;
   while (received_.empty()) {
     if (stop_ || std::chrono::steady_clock::now() > deadline) return false;
     ibv_wc wc;
@@ -200,7 +205,7 @@ bool FakeIserTarget::Read(FakePdu* pdu) {
   const ibv_wc wc = received_.front();
   received_.erase(received_.begin());
   if (wc.status != IBV_WC_SUCCESS || wc.byte_len < kIserHeaderLength + kBhsLength) return false;
-  const uint8_t* p = memory_.data() + (wc.wr_id & 0xff) * kReceiveBytes;
+  const uint8_t* p = memory_.data() + (wc.wr_id & 0xffff) * kReceiveBytes;
   stags_.flags = p[0];
   stags_.write_stag = LoadBe32(p + 4);
   stags_.write_va = LoadBe64(p + 8);

@@ -14,6 +14,7 @@
 #include <rdma/rdma_cma.h>
 
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <string>
@@ -47,6 +48,8 @@ class FakeIserTarget : public FakeTargetBase {
 
   // For scripts (run on the target's thread).
   bool Read(FakePdu* pdu) override;
+  // Read, giving up after `patience` with no PDU.
+  bool ReadWithin(FakePdu* pdu, std::chrono::milliseconds patience);
   void Send(const Bhs& bhs, const std::vector<uint8_t>& data = {}) override;
   const IserStags& last_stags() const { return stags_; }  // of the PDU Read last returned
   // One SEND of exactly these bytes (no iSER header added). Returns its completion status.

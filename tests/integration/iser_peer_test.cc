@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <cstdlib>
 #include <cstring>
 #include <thread>
 
@@ -18,6 +19,7 @@
 #include "initiator/session/session.h"
 #include "initiator/transport/iser/iser_header.h"
 #include "initiator/transport/iser/iser_memory.h"
+#include "initiator/transport/iser/iser_resources.h"
 #include "tests/integration/fake_iser_target.h"
 
 namespace iser {
@@ -209,6 +211,44 @@ TEST_P(IserPeerSize, WriteBufferIsReadOnlyToTheTarget) {
   EXPECT_EQ(fetched, original) << "the target read something else than the WRITE's data";
   EXPECT_EQ(write_status, IBV_WC_REM_ACCESS_ERR) << "the target could write into a WRITE's buffer";
   EXPECT_EQ(data, original);
+}
+
+// The pool (docs/initiator.md: where registration is expensive and windows are missing) keeps
+// each slot registered with remote access for the connection's life. What that exposes, and no
+// more: a target that uses a READ's STag after the response writes into our idle slot, never
+// into the caller's buffer, and the next command through that slot starts from zeroes again.
+TEST(IserPeer, WithThePoolAStaleStagNeverReachesACallersBuffer) {
+  constexpr uint32_t kLarge = 128 * 1024;  // not through the small slot the first READ used
+  std::atomic<int> stale{-1};
+  FakeIserTarget target(kPort, FakeIserTarget::IserLogin(), [&](FakeIserTarget& t) {
+    FakePdu cmd;
+    if (!t.Read(&cmd)) return;
+    const test::IserStags first = t.last_stags();
+    t.RdmaWrite(first.read_stag, first.read_va, std::vector<uint8_t>(4096, 0x11));
+    t.Send(GoodResponse(t, cmd));
+    if (!t.Read(&cmd)) return;  // the first READ is over
+    stale = t.RdmaWrite(first.read_stag, first.read_va, std::vector<uint8_t>(4096, 0x22));
+    t.RdmaWrite(t.last_stags().read_stag, t.last_stags().read_va,
+                std::vector<uint8_t>(kLarge, 0x33));
+    t.Send(GoodResponse(t, cmd));
+    if (!t.Read(&cmd)) return;     // through the first READ's slot again
+    t.Send(GoodResponse(t, cmd));  // GOOD, with nothing written by this command
+  });
+  setenv("ISER_CONNECT_STAGS", "pool", 1);
+  auto s = Open(target);
+  unsetenv("ISER_CONNECT_STAGS");
+  ASSERT_TRUE(s);
+  EXPECT_NE(s->stats().datamover.find("a pool of registered slots"), std::string::npos)
+      << s->stats().datamover;
+  std::vector<uint8_t> first, large, third;
+  ASSERT_TRUE(ReadBytes(*s, &first, 4096).ok());
+  ASSERT_TRUE(ReadBytes(*s, &large, kLarge).ok());
+  ASSERT_TRUE(ReadBytes(*s, &third, 4096).ok());
+  target.Join();
+  EXPECT_EQ(stale, IBV_WC_SUCCESS) << "the pool's keys are the connection's, by design";
+  EXPECT_EQ(first, std::vector<uint8_t>(4096, 0x11)) << "a completed READ's data changed";
+  EXPECT_EQ(large, std::vector<uint8_t>(kLarge, 0x33));
+  EXPECT_EQ(third, std::vector<uint8_t>(4096, 0)) << "a stale write reached a later command";
 }
 
 // A READ answered GOOD without a byte written: the caller never gets what a slot held before
@@ -405,6 +445,54 @@ TEST(IserPeer, AResidualPastTheTransferLengthIsAProtocolError) {
   EXPECT_EQ(luns.status().code(), StatusCode::kProtocolError) << luns.status().ToString();
   EXPECT_NE(luns.status().message().find("residual"), std::string::npos)
       << luns.status().ToString();
+}
+
+// A target whose CmdSN window (1000) is wider than the receives we posted: however many
+// commands are submitted, no more wait for their answers at once than we have receives for
+// (on IB and RoCE one more would cost an RNR wait, on iWARP the connection), and all complete.
+TEST(IserPeer, AWindowWiderThanOurReceivesNeverOutrunsThem) {
+  constexpr int kCommands = 400;
+  constexpr size_t kReceives = IserResources::kRecvBuffers - IserResources::kUnexpectedReceives;
+  std::atomic<size_t> most_held{0};
+  std::atomic<int> answered{0};
+  FakeIserTarget target(kPort, FakeIserTarget::IserLogin(), [&](FakeIserTarget& t) {
+    while (answered < kCommands) {
+      // Everything the initiator sends until it stops sending, unanswered.
+      std::vector<FakePdu> held;
+      FakePdu pdu;
+      while (t.ReadWithin(
+          &pdu, held.empty() ? std::chrono::milliseconds(10000) : std::chrono::milliseconds(300))) {
+        if (pdu.bhs.opcode() == Opcode::kScsiCommand) held.push_back(pdu);
+      }
+      if (held.empty()) return;
+      most_held = std::max<size_t>(most_held, held.size());
+      for (const FakePdu& cmd : held) {
+        const uint32_t cmdsn = cmd.bhs.u32(bhs::kCmdSN);
+        t.Send(ResponseHeader(Opcode::kScsiResponse, cmd.bhs.itt(), t.next_statsn(), cmdsn + 1,
+                              cmdsn + 1000));
+        ++answered;
+      }
+    }
+  });
+  auto s = Open(target);
+  ASSERT_TRUE(s);
+  std::vector<Task> tasks(kCommands);
+  std::atomic<int> done{0};
+  for (Task& t : tasks) {
+    scsi::TestUnitReady(t);
+    t.lun = 1;
+    t.context = &done;
+    t.on_complete = [](Task* task) { ++*static_cast<std::atomic<int>*>(task->context); };
+  }
+  for (Task& t : tasks) s->Submit(&t);
+  for (int i = 0; i < 3000 && done < kCommands; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  target.Join();
+  ASSERT_EQ(done, kCommands);
+  for (const Task& t : tasks) EXPECT_TRUE(scsi::TaskStatus(t, "TEST UNIT READY").ok());
+  EXPECT_LE(most_held, kReceives) << "more commands awaited answers than receives were posted";
+  EXPECT_GT(most_held, 64u) << "the target's window was never wider than the login's";
 }
 
 TEST(IserPeer, SendLargerThanOurReceiveBuffersIsDetected) {

@@ -54,6 +54,52 @@ TEST_F(SessionTest, CommandsPastMaxCmdSNWaitInOrderAndGoWhenTheWindowGrows) {
   EXPECT_TRUE(session_->healthy());
 }
 
+// A target's window wider than the receives an RDMA datamover posted (tgt's 128 against a
+// small device, any target's 1023 against our 152): the session keeps no more commands, with
+// the task management requests, waiting for answers than the datamover can receive.
+TEST_F(SessionTest, CommandsWaitForTheDatamoversReceivesWhateverTheWindow) {
+  fake_.options().login_cmdsn_window = 1000;
+  fake_.options().max_outstanding_commands = 3;
+  SessionOptions o = Options();
+  o.command_timeout = std::chrono::seconds(10);
+  o.nop_interval = std::chrono::milliseconds(0);
+  Open(o);
+  fake_.max_cmdsn = 1000;
+  std::vector<TestTask*> t;
+  for (int i = 0; i < 6; ++i) t.push_back(&NewRead(512));
+  for (TestTask* x : t) session_->Submit(&x->task);
+  std::vector<SentPdu> sent = TakeCommands();
+  ASSERT_EQ(sent.size(), 3u) << "more commands in flight than the datamover has receives";
+  Respond(*t[0]);
+  sent = TakeCommands();
+  ASSERT_EQ(sent.size(), 1u);
+  EXPECT_EQ(sent[0].task, &t[3]->task);
+
+  // An ABORT TASK waits for an answer too: while it does, one command fewer goes.
+  fake_.Advance(std::chrono::seconds(11));
+  fake_.FireTimer();
+  std::vector<SentPdu> tmfs;
+  for (SentPdu& p : fake_.TakeSent()) {
+    if (p.bhs.opcode() == Opcode::kTaskMgmtRequest) tmfs.push_back(std::move(p));
+  }
+  ASSERT_EQ(tmfs.size(), 3u) << "one ABORT TASK per command past command_timeout";
+  Respond(*t[1]);
+  Respond(*t[2]);
+  Respond(*t[3]);
+  EXPECT_TRUE(TakeCommands().empty()) << "sent while three aborts await their answers";
+  for (const SentPdu& tmf : tmfs) {
+    Bhs r = fake_.Header(Opcode::kTaskMgmtResponse, tmf.bhs.itt());
+    r.b[2] = 0x01;  // task does not exist: it completed
+    fake_.Deliver(r);
+  }
+  sent = TakeCommands();
+  ASSERT_EQ(sent.size(), 2u);
+  Respond(*t[4]);
+  Respond(*t[5]);
+  for (TestTask* x : t) EXPECT_EQ(x->completions, 1);
+  EXPECT_TRUE(session_->healthy());
+}
+
 TEST_F(SessionTest, AMaxCmdSNBelowExpCmdSNMinusOneIsIgnored) {
   fake_.options().login_cmdsn_window = 0;  // MaxCmdSN 1: one command
   Open();

@@ -9,6 +9,7 @@
 
 #include "initiator/base/log.h"
 #include "initiator/task/task.h"
+#include "initiator/transport/iser/iser_async_events.h"
 #include "initiator/transport/iser/iser_header.h"
 #include "initiator/transport/portal.h"
 
@@ -34,10 +35,15 @@ IserDatamover::~IserDatamover() {
 Status IserDatamover::Connect(const Portal& portal, Deadline deadline) {
   peer_ = portal.ToString();
   ISER_RETURN_IF_ERROR(res_.Connect(portal, deadline, &memory_));
-  Log(LogLevel::kDebug, "iSER " + peer_ + ": device " + res_.device_name() + ", STags by " +
-                            memory_.StagMethod() + ", responder resources " +
-                            std::to_string(res_.responder_resources()));
+  Log(LogLevel::kDebug, "iSER " + peer_ + ": " + Mechanism() + ", responder resources " +
+                            std::to_string(res_.responder_resources()) + ", inline " +
+                            std::to_string(res_.max_inline_data()) + " bytes");
   return Status::OK();
+}
+
+std::string IserDatamover::Mechanism() const {
+  return std::string("device ") + res_.device_name() + ", STags by " + memory_.StagMethod() + ", " +
+         std::to_string(res_.receive_count()) + " receives";
 }
 
 Status IserDatamover::SendPdu(const Bhs& bhs, std::span<const uint8_t> data, Deadline deadline) {
@@ -141,6 +147,17 @@ Status IserDatamover::Start(DatamoverEvents* events) {
       loop_.Add(res_.comp_channel()->fd, EPOLLIN, [this](uint32_t) { OnCompletionChannel(); }));
   ISER_RETURN_IF_ERROR(
       loop_.Add(res_.cm_channel()->fd, EPOLLIN, [this](uint32_t) { HandleCmEvent(); }));
+  AsyncEvents::Register(res_.context(), res_.qp(), res_.cq(), [this](const Status& st) {
+    {
+      MutexLock lock(&async_mu_);
+      if (async_failure_.ok()) async_failure_ = st;
+    }
+    loop_.Wake();
+  });
+  async_registered_ = true;
+  ibv_context* context = res_.context();
+  ISER_RETURN_IF_ERROR(
+      loop_.Add(context->async_fd, EPOLLIN, [context](uint32_t) { AsyncEvents::Drain(context); }));
   if (const int rc = ibv_req_notify_cq(res_.cq(), 0); rc != 0) {
     return Status::ConnectionFailed("ibv_req_notify_cq: " + std::string(strerror(rc)));
   }
@@ -157,6 +174,20 @@ void IserDatamover::OnLoopStart() {
   // Completions that arrived after the last login poll raise no CQ event.
   DrainCompletions();
   SendQueued();
+}
+
+void IserDatamover::OnWake() {
+  TakeAsyncFailure();
+  events_->OnWake();
+}
+
+void IserDatamover::TakeAsyncFailure() {
+  Status st;
+  {
+    MutexLock lock(&async_mu_);
+    st = async_failure_;
+  }
+  if (!st.ok()) Fail(std::move(st));
 }
 
 void IserDatamover::OnRoundEnd() {
@@ -200,6 +231,12 @@ Status IserDatamover::Classify(const ibv_wc& wc, Completion* out) const {
   if (wc.status != IBV_WC_SUCCESS) {
     if (wc.status == IBV_WC_WR_FLUSH_ERR && failed_) return Status::OK();
     const char* what = recv ? "receive" : tag == kSendTag ? "send" : "STag bind/invalidate";
+    if (tag == kInvalidateTag && wc.status != IBV_WC_WR_FLUSH_ERR &&
+        memory_.strategy() == IserMemory::StagStrategy::kWindows) {
+      // The device advertised windows it cannot bind: the next connection (recovery's) does
+      // without them.
+      MarkWindowsUnusable(res_.device_name());
+    }
     if (wc.status == IBV_WC_WR_FLUSH_ERR) {
       // The first sign of a queue pair moved to the error state by the other side.
       return Status::ConnectionFailed(
@@ -408,6 +445,8 @@ void IserDatamover::Fail(Status status) {
 
 void IserDatamover::Shutdown() {
   loop_.Stop();
+  if (async_registered_) AsyncEvents::Unregister(res_.qp());
+  async_registered_ = false;
   // The tasks still exposed are about to be failed and handed back: no STag of theirs may stay.
   memory_.RevokeAll();
 }

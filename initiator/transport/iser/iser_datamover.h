@@ -15,7 +15,10 @@
 //    PDUs into SENDs.
 //
 // Flow control: all receives are posted before connecting, and every receive is reposted as
-// soon as its completion is processed; sends never exceed the send queue. The PDUs one wake-up
+// soon as its completion is processed; the session never has more requests awaiting an answer
+// than receives are posted (MaxOutstandingCommands); sends never exceed the send queue. The
+// device's async events (a CQ overrun, a fatal QP, a port down) end the connection with a
+// status naming them, as a flushed work request does. The PDUs one wake-up
 // of the I/O thread produces are posted with one ibv_post_send.
 #pragma once
 
@@ -27,6 +30,7 @@
 #include <string>
 #include <vector>
 
+#include "initiator/base/mutex.h"
 #include "initiator/transport/datamover.h"
 #include "initiator/transport/io_loop.h"
 #include "initiator/transport/iser/iser_memory.h"
@@ -45,6 +49,10 @@ class IserDatamover final : public Datamover, private IoLoopEvents {
   Status ReceivePdu(Bhs* bhs, std::vector<uint8_t>* data, Deadline deadline) override;
   Status EnterFullFeature(const ConnectionParams& params) override;
   uint32_t MaxTransferBytes() const override { return IserMemory::kDataSlotBytes; }
+  uint32_t MaxOutstandingCommands() const override {
+    return res_.receive_count() - IserResources::kUnexpectedReceives;
+  }
+  std::string Mechanism() const override;
   DataInAccounting data_in_accounting() const override { return DataInAccounting::kTargetPlaced; }
   Status Start(DatamoverEvents* events) override;
   void Wake() override { loop_.Wake(); }
@@ -74,7 +82,7 @@ class IserDatamover final : public Datamover, private IoLoopEvents {
   Status PollForReceive(uint32_t* index, uint32_t* length, Deadline deadline);
   // IoLoopEvents.
   void OnLoopStart() override;
-  void OnWake() override { events_->OnWake(); }
+  void OnWake() override;
   void OnTick() override { events_->OnTimer(); }
   void OnRoundEnd() override;
   void OnLoopFailure(const Status& status) override { Fail(status); }
@@ -86,6 +94,8 @@ class IserDatamover final : public Datamover, private IoLoopEvents {
                        std::span<const uint8_t>* data) const;
   void HandleReceive(uint32_t index, uint32_t length);
   void HandleCmEvent();
+  // An async event another thread read for this connection (AsyncEvents), if any, ends it.
+  void TakeAsyncFailure();
   bool TrySend(Task* task, const Bhs& bhs, std::span<const uint8_t> data);
   void SendQueued();
   void Fail(Status status);
@@ -99,6 +109,9 @@ class IserDatamover final : public Datamover, private IoLoopEvents {
   DatamoverEvents* events_ = nullptr;
   IoLoop loop_{"iser-io", std::chrono::seconds(1)};  // the name shows in top -H and bench
   bool failed_ = false;
+  bool async_registered_ = false;
+  Mutex async_mu_;
+  Status async_failure_ ISER_GUARDED_BY(async_mu_);
   uint32_t target_recv_dsl_ = 8192;
 };
 

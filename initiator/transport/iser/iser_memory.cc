@@ -3,13 +3,17 @@
 #include <linux/capability.h>
 #include <sys/resource.h>
 
+#include <algorithm>
 #include <cerrno>
+#include <chrono>
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <set>
 #include <string>
 
 #include "initiator/base/log.h"
+#include "initiator/base/mutex.h"
 #include "initiator/task/task.h"
 
 namespace iser {
@@ -29,21 +33,115 @@ bool HasIpcLock() {
   return false;
 }
 
+struct LockedBudget {
+  Mutex mu;
+  bool read ISER_GUARDED_BY(mu) = false;
+  size_t limit ISER_GUARDED_BY(mu) = 0;  // SIZE_MAX: unlimited
+  size_t used ISER_GUARDED_BY(mu) = 0;
+  std::set<std::string> devices_without_windows ISER_GUARDED_BY(mu);
+};
+
+LockedBudget& budget() {
+  static LockedBudget* b = new LockedBudget;  // never destroyed: I/O threads may outlive statics
+  return *b;
+}
+
+size_t LimitLocked(LockedBudget& b) ISER_REQUIRES(b.mu) {
+  if (!b.read) {
+    rlimit lim{};
+    b.limit = HasIpcLock() || getrlimit(RLIMIT_MEMLOCK, &lim) != 0 || lim.rlim_cur == RLIM_INFINITY
+                  ? SIZE_MAX
+                  : lim.rlim_cur;
+    b.read = true;
+  }
+  return b.limit;
+}
+
+// A register and deregister pair below this is cheap enough to do per command: no NIC is
+// (they pin pages and call their firmware: tens of microseconds).
+constexpr double kCheapRegistrationMicros = 5;
+
+double Micros(std::chrono::steady_clock::duration d) {
+  return std::chrono::duration<double, std::micro>(d).count();
+}
+
+// The least of three register + deregister pairs of `len` bytes at `p`, or a negative value
+// when registering fails.
+double RegistrationMicros(ibv_pd* pd, uint8_t* p, size_t len) {
+  double best = -1;
+  for (int i = 0; i < 3; ++i) {
+    const auto start = std::chrono::steady_clock::now();
+    ibv_mr* mr = ibv_reg_mr(pd, p, len, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
+    if (mr == nullptr) return -1;
+    ibv_dereg_mr(mr);
+    const double us = Micros(std::chrono::steady_clock::now() - start);
+    best = best < 0 ? us : std::min(best, us);
+  }
+  return best;
+}
+
+// The least of three copies of `len` bytes (two halves of the region at `p`).
+double CopyMicros(uint8_t* p, size_t len) {
+  double best = -1;
+  for (int i = 0; i < 3; ++i) {
+    const auto start = std::chrono::steady_clock::now();
+    std::memcpy(p, p + len / 2, len / 2);
+    std::memcpy(p + len / 2, p, len / 2);
+    const double us = Micros(std::chrono::steady_clock::now() - start);
+    best = best < 0 ? us : std::min(best, us);
+  }
+  return best;
+}
+
 }  // namespace
 
-Status CheckMemlock(size_t bytes) {
-  if (HasIpcLock()) return Status::OK();
-  rlimit lim{};
-  if (getrlimit(RLIMIT_MEMLOCK, &lim) != 0 || lim.rlim_cur == RLIM_INFINITY) return Status::OK();
-  if (lim.rlim_cur >= bytes) return Status::OK();
-  return Status::ResourceExhausted(
-      "iSER needs " + std::to_string(bytes >> 20) +
-      " MiB of registered (locked) memory but "
-      "RLIMIT_MEMLOCK allows " +
-      std::to_string(lim.rlim_cur >> 10) +
-      " KiB: raise it with `ulimit -l unlimited` (or a memlock line in "
-      "/etc/security/limits.conf)");
+bool ReserveLocked(size_t bytes, size_t* left) {
+  LockedBudget& b = budget();
+  MutexLock lock(&b.mu);
+  const size_t limit = LimitLocked(b);
+  *left = limit == SIZE_MAX ? SIZE_MAX : limit - std::min(limit, b.used);
+  if (bytes > *left) return false;
+  b.used += bytes;
+  return true;
 }
+
+void ReleaseLocked(size_t bytes) {
+  LockedBudget& b = budget();
+  MutexLock lock(&b.mu);
+  b.used -= std::min(b.used, bytes);
+}
+
+Status MemlockError(size_t needed, size_t left) {
+  rlimit lim{};
+  getrlimit(RLIMIT_MEMLOCK, &lim);
+  return Status::ResourceExhausted(
+      "an iSER connection needs at least " + std::to_string(needed >> 10) +
+      " KiB of locked memory for its buffers, but only " + std::to_string(left >> 10) +
+      " KiB of RLIMIT_MEMLOCK (" + std::to_string(lim.rlim_cur >> 10) +
+      " KiB) is left in this process: raise it with `ulimit -l` (e.g. `ulimit -l unlimited`, "
+      "or a memlock line in /etc/security/limits.conf), or run fewer iSER sessions in one "
+      "process");
+}
+
+void MarkWindowsUnusable(const std::string& device) {
+  LockedBudget& b = budget();
+  MutexLock lock(&b.mu);
+  if (b.devices_without_windows.insert(device).second) {
+    Log(LogLevel::kWarning, "RDMA device " + device +
+                                ": a memory window bind failed; its connections use registered "
+                                "slots from now on");
+  }
+}
+
+namespace {
+
+bool WindowsUsable(const std::string& device) {
+  LockedBudget& b = budget();
+  MutexLock lock(&b.mu);
+  return b.devices_without_windows.count(device) == 0;
+}
+
+}  // namespace
 
 uint8_t* AllocateRegion(size_t bytes) {
   void* p = nullptr;
@@ -77,41 +175,125 @@ Status IserMemory::SetUp(ibv_pd* pd, const ibv_device_attr& attr) {
   pd_ = pd;
   const char* env = std::getenv("ISER_CONNECT_STAGS");
   const std::string stags = env != nullptr ? env : "";
-  memory_windows_ = attr.max_mw > 0 && (attr.device_cap_flags & IBV_DEVICE_MEM_WINDOW_TYPE_2B) &&
-                    stags.find("no-windows") == std::string::npos;
   direct_ = stags.find("no-direct") == std::string::npos;
-  data_slots_.resize(kSmallSlots + kLargeSlots);
-  for (uint32_t i = 0; i < data_slots_.size(); ++i) {
-    const size_t len = i < kSmallSlots ? kSmallSlotBytes : kDataSlotBytes;
-    uint8_t* p = AllocateRegion(len);
-    if (p == nullptr) return Status::ResourceExhausted("out of memory for iSER data buffers");
-    regions_.push_back(p);
-    DataSlot& slot = data_slots_[i];
-    slot.addr = p;
-    (i < kSmallSlots ? free_small_slots_ : free_large_slots_).push_back(&slot);
-    if (memory_windows_) {
-      ISER_RETURN_IF_ERROR(
-          RegisterMemory(pd_, p, len, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_MW_BIND, &slot.base_mr));
-      slot.mw = ibv_alloc_mw(pd_, IBV_MW_TYPE_2);
-      if (slot.mw == nullptr) {
-        return Status::ResourceExhausted("cannot allocate an RDMA memory window: " +
-                                         std::string(strerror(errno)));
-      }
-      slot.stag = slot.mw->rkey;
+  // As many slots as the process's memlock budget leaves room for, down to the minimum.
+  uint32_t small = kSmallSlots, large = kLargeSlots;
+  const auto bytes = [&] {
+    return size_t{small} * kSmallSlotBytes + size_t{large} * kDataSlotBytes;
+  };
+  size_t left = 0;
+  while (!ReserveLocked(bytes(), &left)) {
+    if (large > kMinLargeSlots) {
+      large = std::max(kMinLargeSlots, large / 2);
+    } else if (small > kMinSmallSlots) {
+      small = std::max(kMinSmallSlots, small / 2);
+    } else {
+      return MemlockError(bytes(), left);
     }
   }
+  locked_ = bytes();
+  if (small < kSmallSlots || large < kLargeSlots) {
+    Log(LogLevel::kInfo, "RLIMIT_MEMLOCK leaves room for " + std::to_string(small) + " + " +
+                             std::to_string(large) + " data slots on this iSER connection (of " +
+                             std::to_string(kSmallSlots) + " + " + std::to_string(kLargeSlots) +
+                             "): commands wait for a slot more often");
+  }
+  small_slots_ = small;
+  data_slots_.resize(small + large);
+  for (uint32_t i = 0; i < data_slots_.size(); ++i) {
+    uint8_t* p = AllocateRegion(i < small ? kSmallSlotBytes : kDataSlotBytes);
+    if (p == nullptr) return Status::ResourceExhausted("out of memory for iSER data buffers");
+    regions_.push_back(p);
+    data_slots_[i].addr = p;
+  }
+  // Stacks: the most recently used first, slot 0 of each kind on top.
+  for (uint32_t i = small; i-- > 0;) free_small_slots_.push_back(&data_slots_[i]);
+  for (uint32_t i = small + large; i-- > small;) free_large_slots_.push_back(&data_slots_[i]);
   by_itt_.assign(kIttSlots, Exposure{});
+
+  const bool advertised =
+      attr.max_mw > 0 &&
+      (attr.device_cap_flags & (IBV_DEVICE_MEM_WINDOW_TYPE_2A | IBV_DEVICE_MEM_WINDOW_TYPE_2B));
+  const bool forced = stags.find("no-windows") != std::string::npos ||
+                      stags.find("pool") != std::string::npos ||
+                      stags.find("per-command") != std::string::npos;
+  if (advertised && !forced && WindowsUsable(ibv_get_device_name(pd->context->device)) &&
+      TrySetUpWindows()) {
+    strategy_ = StagStrategy::kWindows;
+  } else {
+    ISER_RETURN_IF_ERROR(SetUpRegistered(stags));
+  }
+  if (direct_ && stags.find("direct") == std::string::npos) {
+    // Zero copy where registering a large buffer costs less than copying it.
+    uint8_t* large_slot = free_large_slots_.back()->addr;
+    const double reg = RegistrationMicros(pd_, large_slot, kDataSlotBytes);
+    direct_ = reg >= 0 && reg < CopyMicros(large_slot, kDataSlotBytes);
+  }
   return Status::OK();
 }
 
-const char* IserMemory::StagMethod() const {
-  if (!direct_)
-    return memory_windows_ ? "copies through slots with memory windows"
-                           : "copies through slots registered per command";
-  return memory_windows_ ? "caller buffers registered per command (>= 128 KiB), else copies "
-                           "through slots with memory windows"
-                         : "caller buffers registered per command (>= 128 KiB), else copies "
-                           "through slots registered per command";
+bool IserMemory::TrySetUpWindows() {
+  for (size_t i = 0; i < data_slots_.size(); ++i) {
+    DataSlot& slot = data_slots_[i];
+    const size_t len = i < small_slots_ ? kSmallSlotBytes : kDataSlotBytes;
+    Status st =
+        RegisterMemory(pd_, slot.addr, len, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_MW_BIND, &slot.mr);
+    if (st.ok()) {
+      slot.mw = ibv_alloc_mw(pd_, IBV_MW_TYPE_2);
+      if (slot.mw == nullptr) {
+        st = Status::NotSupported(std::string("ibv_alloc_mw: ") + strerror(errno));
+      }
+    }
+    if (!st.ok()) {
+      // bnxt_re advertises type 2B windows, and its user-space library cannot allocate one.
+      Log(LogLevel::kInfo, std::string("RDMA device ") + ibv_get_device_name(pd_->context->device) +
+                               " advertises memory windows, but " + st.message() +
+                               ": registering slots instead");
+      for (DataSlot& d : data_slots_) {
+        if (d.mw) WarnIfReleaseFailed("ibv_dealloc_mw", ibv_dealloc_mw(d.mw));
+        if (d.mr) WarnIfReleaseFailed("ibv_dereg_mr", ibv_dereg_mr(d.mr));
+        d.mw = nullptr;
+        d.mr = nullptr;
+      }
+      return false;
+    }
+    slot.stag = slot.mw->rkey;
+  }
+  return true;
+}
+
+Status IserMemory::SetUpRegistered(const std::string& stags) {
+  uint8_t* probe = free_small_slots_.back()->addr;
+  const double reg = RegistrationMicros(pd_, probe, kSmallSlotBytes);
+  if (reg < 0) {
+    return Status::ResourceExhausted(
+        "cannot register memory for RDMA: " + std::string(strerror(errno)) +
+        " (RLIMIT_MEMLOCK too small? raise it with `ulimit -l`)");
+  }
+  const bool pool =
+      stags.find("pool") != std::string::npos ||
+      (stags.find("per-command") == std::string::npos && reg >= kCheapRegistrationMicros);
+  if (!pool) {
+    strategy_ = StagStrategy::kPerCommand;
+    return Status::OK();
+  }
+  strategy_ = StagStrategy::kPool;
+  for (size_t i = 0; i < data_slots_.size(); ++i) {
+    DataSlot& slot = data_slots_[i];
+    ISER_RETURN_IF_ERROR(RegisterMemory(
+        pd_, slot.addr, i < small_slots_ ? kSmallSlotBytes : kDataSlotBytes,
+        IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ, &slot.mr));
+    slot.stag = slot.mr->rkey;
+  }
+  return Status::OK();
+}
+
+std::string IserMemory::StagMethod() const {
+  std::string slots = strategy_ == StagStrategy::kWindows      ? "slots with memory windows"
+                      : strategy_ == StagStrategy::kPerCommand ? "slots registered per command"
+                                                               : "a pool of registered slots";
+  if (!direct_) return "copies through " + slots;
+  return "caller buffers registered per command (>= 128 KiB), else copies through " + slots;
 }
 
 bool IserMemory::Expose(Task* task, uint32_t sent, uint32_t* stag, uint64_t* va, ibv_send_wr* bind,
@@ -131,6 +313,7 @@ bool IserMemory::Expose(Task* task, uint32_t sent, uint32_t* stag, uint64_t* va,
     e.io_mr = ibv_reg_mr(pd_, task->buffer + sent, length, static_cast<int>(access));
     if (e.io_mr != nullptr) {
       e.task = task;
+      ++exposed_;
       *stag = e.io_mr->rkey;
       *va = reinterpret_cast<uintptr_t>(task->buffer + sent);
       return true;
@@ -148,7 +331,7 @@ bool IserMemory::Expose(Task* task, uint32_t sent, uint32_t* stag, uint64_t* va,
     std::memcpy(slot->addr, task->buffer, task->transfer_length);
   }
   uint8_t* bytes = slot->addr + sent;
-  if (memory_windows_) {
+  if (strategy_ == StagStrategy::kWindows) {
     // A type 2 window gets a new key on every bind: an STag from an earlier command never
     // matches again.
     slot->stag = ibv_inc_rkey(slot->stag);
@@ -157,16 +340,22 @@ bool IserMemory::Expose(Task* task, uint32_t sent, uint32_t* stag, uint64_t* va,
     bind->opcode = IBV_WR_BIND_MW;
     bind->bind_mw.mw = slot->mw;
     bind->bind_mw.rkey = slot->stag;
-    bind->bind_mw.bind_info.mr = slot->base_mr;
+    bind->bind_mw.bind_info.mr = slot->mr;
     bind->bind_mw.bind_info.addr = reinterpret_cast<uintptr_t>(bytes);
     bind->bind_mw.bind_info.length = length;
     bind->bind_mw.bind_info.mw_access_flags = access & ~IBV_ACCESS_LOCAL_WRITE;
     *stag = slot->stag;
+  } else if (strategy_ == StagStrategy::kPool) {
+    *stag = slot->stag;
   } else {
     e.io_mr = ibv_reg_mr(pd_, bytes, length, static_cast<int>(access));
     if (e.io_mr == nullptr) {
+      const int err = errno;
+      // Out of locked memory: the commands in flight give theirs back as they end.
+      if ((err == ENOMEM || err == EAGAIN) && exposed_ > 0) return false;
       *error = Status::ResourceExhausted("cannot register " + std::to_string(length) +
-                                         " bytes for RDMA: " + strerror(errno));
+                                         " bytes for RDMA: " + strerror(err) +
+                                         " (RLIMIT_MEMLOCK too small? raise it with `ulimit -l`)");
       return true;
     }
     *stag = e.io_mr->rkey;
@@ -174,6 +363,7 @@ bool IserMemory::Expose(Task* task, uint32_t sent, uint32_t* stag, uint64_t* va,
   pool->pop_back();
   e.slot = slot;
   e.task = task;
+  ++exposed_;
   *va = reinterpret_cast<uintptr_t>(bytes);
   return true;
 }
@@ -206,7 +396,7 @@ Status IserMemory::Revoke(Exposure* e, uint32_t data_in, ibv_qp* qp) {
     std::memset(e->task->buffer + data_in, 0, e->task->transfer_length - data_in);
   }
   if (e->io_mr != nullptr) ibv_dereg_mr(e->io_mr);
-  if (e->slot != nullptr && memory_windows_ && qp != nullptr) {
+  if (e->slot != nullptr && strategy_ == StagStrategy::kWindows && qp != nullptr) {
     ibv_send_wr wr{};
     wr.wr_id = kInvalidateTag;
     wr.opcode = IBV_WR_LOCAL_INV;
@@ -220,9 +410,10 @@ Status IserMemory::Revoke(Exposure* e, uint32_t data_in, ibv_qp* qp) {
     }
   }
   if (e->slot != nullptr) {
-    const bool small = e->slot < data_slots_.data() + kSmallSlots;
+    const bool small = e->slot < data_slots_.data() + small_slots_;
     (small ? free_small_slots_ : free_large_slots_).push_back(e->slot);
   }
+  if (e->task != nullptr) --exposed_;
   *e = {};
   return status;
 }
@@ -234,13 +425,15 @@ void IserMemory::Release() {
   by_itt_.clear();
   for (DataSlot& d : data_slots_) {
     if (d.mw) WarnIfReleaseFailed("ibv_dealloc_mw", ibv_dealloc_mw(d.mw));
-    if (d.base_mr) WarnIfReleaseFailed("ibv_dereg_mr", ibv_dereg_mr(d.base_mr));
+    if (d.mr) WarnIfReleaseFailed("ibv_dereg_mr", ibv_dereg_mr(d.mr));
   }
   data_slots_.clear();
   free_small_slots_.clear();
   free_large_slots_.clear();
   for (uint8_t* r : regions_) free(r);
   regions_.clear();
+  ReleaseLocked(locked_);
+  locked_ = 0;
 }
 
 }  // namespace iser

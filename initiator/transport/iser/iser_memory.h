@@ -12,23 +12,36 @@
 // Revoke. An ITT slot still exposed is never overwritten: Expose refuses it.
 // Where the bytes are:
 //  - commands of at least kDirectBytes: in the caller's buffer, registered for this command and
-//    deregistered after it (zero copy: a registration costs less than copying that much);
-//  - smaller ones, or when a registration fails (RLIMIT_MEMLOCK): copied through a pool of
-//    pre-registered slots (reads at Revoke, writes at Expose). Where the device has type 2
-//    memory windows, each slot is one MR with no remote access and a window is bound over the
-//    command's bytes (a BIND_MW chained before the command's SEND, a LOCAL_INV at Revoke: two
-//    work requests, no system call); otherwise the slot's bytes are registered per command too.
+//    deregistered after it (zero copy), where a registration measured cheaper than copying;
+//  - smaller ones, or when a registration fails (RLIMIT_MEMLOCK): copied through slots (reads at
+//    Revoke, writes at Expose), exposed in one of three ways (StagStrategy), chosen at SetUp by
+//    probing the device, not by its capability flags alone:
+//      windows      type 2 memory windows: each slot one MR with no remote access, a window
+//                   bound over the command's bytes (a BIND_MW chained before the command's SEND,
+//                   a LOCAL_INV at Revoke: no system call); when ibv_alloc_mw fails, or a bind
+//                   failed on this device before (MarkWindowsUnusable), one of the others;
+//      per-command  the slot's bytes registered for the command alone, where a registration
+//                   measured cheap (softrdma without a cost model);
+//      pool         each slot registered once with remote access and its key reused, where
+//                   registration is expensive (every NIC): this exposes every slot of the
+//                   connection to the target for the connection's life, so a target that uses a
+//                   stale STag reaches our copies of this connection's other commands, never a
+//                   caller's buffer (libiscsi's iSER exposes its buffers the same way).
 // docs/initiator.md has the measured cost of each. Everything here runs on the datamover's
 // thread; Release frees it all and must come after the QP is destroyed and before the PD is.
 //
+// Memory registered at setup counts against RLIMIT_MEMLOCK for the whole process: a budget
+// (ReserveLocked) shared by every connection, each taking fewer slots when little is left.
+//
 // Also here, shared with the RDMA resources: page-aligned allocation, registration with a
-// memlock hint, the RLIMIT_MEMLOCK check, and the work request ids.
+// memlock hint, and the work request ids.
 #pragma once
 
 #include <infiniband/verbs.h>
 
 #include <cstddef>
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "initiator/base/status.h"
@@ -42,8 +55,15 @@ inline constexpr uint64_t kRecvTag = 1ull << 32;
 inline constexpr uint64_t kSendTag = 2ull << 32;
 inline constexpr uint64_t kInvalidateTag = 3ull << 32;  // window binds and local invalidates
 
-// Fails with a clear message when RLIMIT_MEMLOCK (and no CAP_IPC_LOCK) forbids locking `bytes`.
-Status CheckMemlock(size_t bytes);
+// The process's RLIMIT_MEMLOCK as a budget shared by its iSER connections (unlimited with
+// CAP_IPC_LOCK). ReserveLocked takes `bytes` if they fit in what is left and says how much is
+// left otherwise; ReleaseLocked gives them back. Thread-safe.
+bool ReserveLocked(size_t bytes, size_t* left);
+void ReleaseLocked(size_t bytes);
+// The error when a connection's minimum does not fit: names the amounts and `ulimit -l`.
+Status MemlockError(size_t needed, size_t left);
+// A bind failed on this device: its windows are not used again in this process.
+void MarkWindowsUnusable(const std::string& device);
 // Zeroed, page-aligned; nullptr when out of memory. Freed with free().
 uint8_t* AllocateRegion(size_t bytes);
 // ibv_reg_mr with an error that names the likely cause.
@@ -62,21 +82,27 @@ class IserMemory {
   static constexpr uint32_t kSmallSlotBytes = 64 * 1024;
   static constexpr uint32_t kSmallSlots = 64;
   static constexpr uint32_t kLargeSlots = 16;
-  // What SetUp registers.
-  static constexpr size_t kRegisteredBytes =
-      size_t{kSmallSlots} * kSmallSlotBytes + size_t{kLargeSlots} * kDataSlotBytes;
+  // The fewest SetUp takes when RLIMIT_MEMLOCK leaves little.
+  static constexpr uint32_t kMinSmallSlots = 4;
+  static constexpr uint32_t kMinLargeSlots = 1;
+  static constexpr size_t kMinSlotBytes =
+      size_t{kMinSmallSlots} * kSmallSlotBytes + size_t{kMinLargeSlots} * kDataSlotBytes;
+
+  enum class StagStrategy { kWindows, kPerCommand, kPool };
 
   IserMemory() = default;
   ~IserMemory();
   IserMemory(const IserMemory&) = delete;
   IserMemory& operator=(const IserMemory&) = delete;
 
-  // Allocates and registers the slots in `pd`, with windows if `attr` offers type 2 ones.
-  // ISER_CONNECT_STAGS turns choices off to measure them (bench/iser-stags): "no-windows"
-  // (slots registered per command), "no-direct" (every command copied through a slot).
+  // Allocates the slots in `pd` (as many as the memlock budget allows, down to the minimum) and
+  // chooses how to expose them (see above). ISER_CONNECT_STAGS forces choices to measure them
+  // (bench/iser-stags): "no-windows", "pool", "per-command" (the slots' strategy), "no-direct"
+  // (every command copied through a slot), "direct" (large buffers registered, unmeasured).
   Status SetUp(ibv_pd* pd, const ibv_device_attr& attr);
-  // How STags are made, for logs.
-  const char* StagMethod() const;
+  StagStrategy strategy() const { return strategy_; }
+  // How STags are made, for logs and `session -P`.
+  std::string StagMethod() const;
 
   // Gives the target access to the task's data from byte `sent` on: the STag and address for
   // the iSER header, and in *bind a window bind to post before the command (opcode
@@ -99,9 +125,9 @@ class IserMemory {
  private:
   struct DataSlot {
     uint8_t* addr = nullptr;
-    ibv_mr* base_mr = nullptr;  // memory windows: the slot, bindable, no remote access
+    ibv_mr* mr = nullptr;  // windows: bindable, no remote access; pool: remote access
     ibv_mw* mw = nullptr;
-    uint32_t stag = 0;  // the window's current key
+    uint32_t stag = 0;  // the window's current key, or the pool registration's
   };
   struct Exposure {  // what one command in flight lets the target access
     Task* task = nullptr;
@@ -112,9 +138,16 @@ class IserMemory {
 
   Status Revoke(Exposure* e, uint32_t data_in, ibv_qp* qp);
 
+  // SetUp's steps: windows if they can be had; else a registration's measured cost decides.
+  bool TrySetUpWindows();
+  Status SetUpRegistered(const std::string& stags);
+
   ibv_pd* pd_ = nullptr;
-  bool memory_windows_ = false;
+  StagStrategy strategy_ = StagStrategy::kPerCommand;
   bool direct_ = true;
+  size_t locked_ = 0;              // reserved in the process's memlock budget
+  uint32_t small_slots_ = 0;       // data_slots_ holds these small ones first, then the large
+  uint32_t exposed_ = 0;           // commands exposed now
   std::vector<uint8_t*> regions_;  // page-aligned allocations, freed at Release
   std::vector<DataSlot> data_slots_;
   std::vector<DataSlot*> free_small_slots_;  // stacks: the most recently used first

@@ -35,6 +35,29 @@ std::string RejectReason(int status) {
   return "reject reason " + std::to_string(status);
 }
 
+// Why no device reaches the portal, when the reason is that the RDMA devices present cannot run
+// iSER at all: they offer no reliable connected (RC) queue pairs (AWS EFA: SRD and UD only).
+std::string DevicesWithoutRc() {
+  int n = 0;
+  ibv_device** list = ibv_get_device_list(&n);
+  if (list == nullptr) return "";
+  std::string names;
+  bool any_rc = false;
+  for (int i = 0; i < n; ++i) {
+    const ibv_transport_type t = list[i]->transport_type;
+    if (t == IBV_TRANSPORT_IB || t == IBV_TRANSPORT_IWARP) {
+      any_rc = true;
+    } else {
+      names += std::string(names.empty() ? "" : ", ") + ibv_get_device_name(list[i]);
+    }
+  }
+  ibv_free_device_list(list);
+  if (any_rc || names.empty()) return "";
+  return "the RDMA device" + std::string(n > 1 ? "s " : " ") + names +
+         " offer no reliable connected (RC) queue pairs, which iSER needs (AWS EFA has SRD and "
+         "UD only): use iSCSI over TCP (iscsi://) instead";
+}
+
 }  // namespace
 
 IserResources::~IserResources() {
@@ -53,6 +76,9 @@ Status IserResources::WaitCmEvent(rdma_cm_event_type want, Deadline deadline, co
       const std::string where = std::string(what) + " " + peer_;
       switch (type) {
         case RDMA_CM_EVENT_ADDR_ERROR:
+          if (std::string why = DevicesWithoutRc(); !why.empty()) {
+            return Status::NotSupported("cannot reach " + peer_ + " over iSER: " + why);
+          }
           return Status::ConnectionFailed("no RDMA device reaches " + peer_ +
                                           " (address resolution failed, status " +
                                           std::to_string(status) + ")");
@@ -105,7 +131,11 @@ Status IserResources::Connect(const Portal& portal, Deadline deadline, IserMemor
   const int resolve = rdma_resolve_addr(id_, nullptr, list->ai_addr, kCmTimeoutMs);
   freeaddrinfo(list);
   if (resolve != 0) {
-    return Status::ConnectionFailed("rdma_resolve_addr " + peer_ + ": " + strerror(errno));
+    const int err = errno;
+    if (std::string why = DevicesWithoutRc(); !why.empty()) {
+      return Status::NotSupported("cannot reach " + peer_ + " over iSER: " + why);
+    }
+    return Status::ConnectionFailed("rdma_resolve_addr " + peer_ + ": " + strerror(err));
   }
   ISER_RETURN_IF_ERROR(WaitCmEvent(RDMA_CM_EVENT_ADDR_RESOLVED, deadline, "resolving"));
   if (rdma_resolve_route(id_, kCmTimeoutMs) != 0) {
@@ -132,8 +162,6 @@ Status IserResources::Connect(const Portal& portal, Deadline deadline, IserMemor
 
 Status IserResources::SetUp(IserMemory* memory) {
   ibv_context* verbs = id_->verbs;
-  ISER_RETURN_IF_ERROR(CheckMemlock(IserMemory::kRegisteredBytes +
-                                    size_t{kRecvBuffers + kSendSlots} * kBufferBytes));
   ibv_device_attr attr{};
   if (ibv_query_device(verbs, &attr) != 0) {
     return Status::ConnectionFailed("ibv_query_device failed: " + std::string(strerror(errno)));
@@ -149,29 +177,59 @@ Status IserResources::SetUp(IserMemory* memory) {
         std::string(strerror(errno)));
   }
   SetNonBlocking(comp_channel_->fd);
-  cq_ =
-      ibv_create_cq(verbs, static_cast<int>(kRecvBuffers + kSendSlots + 8), this, comp_channel_, 0);
+  // Per command: a window bind, the SEND, and a local invalidate after the response; only the
+  // SEND is signalled. The device's limits bound all three.
+  const uint32_t max_wr = static_cast<uint32_t>(std::max(attr.max_qp_wr, 0));
+  const uint32_t max_cqe = static_cast<uint32_t>(std::max(attr.max_cqe, 0));
+  recv_count_ = std::min({kRecvBuffers, max_wr, max_cqe / 4});
+  send_count_ = std::min({kSendSlots, max_wr / 3, (max_cqe - recv_count_) / 3});
+  if (recv_count_ <= kUnexpectedReceives + 1 || send_count_ < 4) {
+    return Status::NotSupported("RDMA device " + std::string(device_name()) + " offers queues of " +
+                                std::to_string(attr.max_qp_wr) + " work requests and CQs of " +
+                                std::to_string(attr.max_cqe) + " entries: too small for iSER");
+  }
+  // Room for every work request, signalled or not: a flush completes them all.
+  const uint32_t cqe = recv_count_ + 3 * send_count_;
+  cq_ = ibv_create_cq(verbs, static_cast<int>(cqe), this, comp_channel_, 0);
   if (cq_ == nullptr) {
-    return Status::ConnectionFailed("cannot create an RDMA completion queue: " +
-                                    std::string(strerror(errno)));
+    return Status::ConnectionFailed("cannot create an RDMA completion queue of " +
+                                    std::to_string(cqe) +
+                                    " entries: " + std::string(strerror(errno)));
   }
   ibv_qp_init_attr qp{};
   qp.send_cq = cq_;
   qp.recv_cq = cq_;
   qp.qp_type = IBV_QPT_RC;
-  // Per command: a window bind, the SEND, and a local invalidate after the response.
-  qp.cap.max_send_wr = 3 * kSendSlots + 4;
-  qp.cap.max_recv_wr = kRecvBuffers + 1;
-  qp.cap.max_send_sge = 2;
+  qp.cap.max_send_wr = 3 * send_count_;
+  qp.cap.max_recv_wr = recv_count_;
+  qp.cap.max_send_sge = 1;
   qp.cap.max_recv_sge = 1;
-  if (rdma_create_qp(id_, pd_, &qp) != 0) {
-    return Status::ConnectionFailed("cannot create the RDMA queue pair: " +
-                                    std::string(strerror(errno)));
+  qp.cap.max_inline_data = kInlineBytes;
+  int rc = rdma_create_qp(id_, pd_, &qp);
+  if (rc != 0 && errno == EINVAL) {
+    // Some providers (siw) refuse an inline size above their maximum instead of lowering it,
+    // and the device attributes do not say what it is: without inline data, then.
+    qp.cap.max_inline_data = 0;
+    rc = rdma_create_qp(id_, pd_, &qp);
+  }
+  if (rc != 0) {
+    return Status::ConnectionFailed(
+        "cannot create the RDMA queue pair (" + std::to_string(3 * send_count_) + " sends, " +
+        std::to_string(recv_count_) + " receives): " + std::string(strerror(errno)));
   }
   qp_created_ = true;
+  // What the QP got; the CQ was sized for what we post, which never exceeds what we asked for.
+  recv_count_ = std::min(recv_count_, qp.cap.max_recv_wr);
+  send_count_ = std::min(send_count_, qp.cap.max_send_wr / 3);
+  max_inline_ = qp.cap.max_inline_data;
+  const size_t buffers = size_t{recv_count_ + send_count_} * kBufferBytes;
+  size_t left = 0;
+  if (!ReserveLocked(buffers, &left))
+    return MemlockError(buffers + IserMemory::kMinSlotBytes, left);
+  locked_ = buffers;
 
-  recv_base_ = AllocateRegion(size_t{kRecvBuffers} * kBufferBytes);
-  uint8_t* send_base = AllocateRegion(size_t{kSendSlots} * kBufferBytes);
+  recv_base_ = AllocateRegion(size_t{recv_count_} * kBufferBytes);
+  uint8_t* send_base = AllocateRegion(size_t{send_count_} * kBufferBytes);
   if (recv_base_ == nullptr || send_base == nullptr) {
     free(recv_base_);
     free(send_base);
@@ -180,19 +238,19 @@ Status IserResources::SetUp(IserMemory* memory) {
   }
   regions_.push_back(recv_base_);
   regions_.push_back(send_base);
-  ISER_RETURN_IF_ERROR(RegisterMemory(pd_, recv_base_, size_t{kRecvBuffers} * kBufferBytes,
+  ISER_RETURN_IF_ERROR(RegisterMemory(pd_, recv_base_, size_t{recv_count_} * kBufferBytes,
                                       IBV_ACCESS_LOCAL_WRITE, &recv_mr_));
   ISER_RETURN_IF_ERROR(
-      RegisterMemory(pd_, send_base, size_t{kSendSlots} * kBufferBytes, 0, &send_mr_));
-  send_slots_.resize(kSendSlots);
-  queued_wrs_.reserve(2 * kSendSlots);  // a SEND per slot, each after at most one bind
-  queued_sges_.reserve(kSendSlots);
-  for (uint32_t i = 0; i < kSendSlots; ++i) {
+      RegisterMemory(pd_, send_base, size_t{send_count_} * kBufferBytes, 0, &send_mr_));
+  send_slots_.resize(send_count_);
+  queued_wrs_.reserve(2 * send_count_);  // a SEND per slot, each after at most one bind
+  queued_sges_.reserve(send_count_);
+  for (uint32_t i = 0; i < send_count_; ++i) {
     send_slots_[i] = send_base + size_t{i} * kBufferBytes;
-    free_send_slots_.push_back(static_cast<int>(kSendSlots - 1 - i));
+    free_send_slots_.push_back(static_cast<int>(send_count_ - 1 - i));
   }
   ISER_RETURN_IF_ERROR(memory->SetUp(pd_, attr));
-  for (uint32_t i = 0; i < kRecvBuffers; ++i) ISER_RETURN_IF_ERROR(PostReceive(i));
+  for (uint32_t i = 0; i < recv_count_; ++i) ISER_RETURN_IF_ERROR(PostReceive(i));
   return Status::OK();
 }
 
@@ -233,7 +291,7 @@ void IserResources::QueueSend(int slot, size_t length, const ibv_send_wr* bind) 
   wr.sg_list = &queued_sges_.back();
   wr.num_sge = 1;
   wr.opcode = IBV_WR_SEND;
-  wr.send_flags = IBV_SEND_SIGNALED;
+  wr.send_flags = IBV_SEND_SIGNALED | (length <= max_inline_ ? IBV_SEND_INLINE : 0);
   queued_wrs_.push_back(wr);
 }
 
@@ -300,6 +358,8 @@ void IserResources::Release() {
   if (cm_channel_) rdma_destroy_event_channel(cm_channel_);
   for (uint8_t* r : regions_) free(r);
   regions_.clear();
+  ReleaseLocked(locked_);
+  locked_ = 0;
   send_slots_.clear();
   free_send_slots_.clear();
   recv_mr_ = send_mr_ = nullptr;

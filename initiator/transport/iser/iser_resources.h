@@ -6,11 +6,20 @@
 // Contract:
 //  - Connect sets everything up in order (and IserMemory's slots in the same PD), posts every
 //    receive before connecting, and leaves a connected QP; on an error the caller tears down.
-//  - Receives: kRecvBuffers of kBufferBytes each (iSER header, BHS and our 8 KiB receive data
-//    segment), each reposted by the datamover once processed. More than the CmdSN window the
-//    session honours plus room for NOP-In pings and Async Messages.
-//  - Sends: kSendSlots buffers; a slot taken by QueueSend is free again when its completion is
-//    released with ReleaseSendSlot. FlushSends posts everything queued in one ibv_post_send.
+//  - Queue depths come from the device: up to kRecvBuffers receives of kBufferBytes each (iSER
+//    header, BHS and our 8 KiB receive data segment) and kSendSlots send buffers, fewer where
+//    the device's max_qp_wr or max_cqe is smaller; the CQ holds a completion for every work
+//    request we post, signalled or not (a flush completes them all), so it cannot overrun (an
+//    overrun is IBV_EVENT_CQ_ERR and the end of the connection). receive_count() is what was
+//    posted.
+//  - Receives are reposted by the datamover once processed; the session never has more
+//    requests awaiting an answer than receives are posted (Datamover::MaxOutstandingCommands):
+//    on IB and RoCE a SEND that finds no receive waits out an RNR timer, on iWARP it ends the
+//    connection.
+//  - Sends: a slot taken by QueueSend is free again when its completion is released with
+//    ReleaseSendSlot. FlushSends posts everything queued in one ibv_post_send. A PDU that fits
+//    the QP's inline size (asked for at creation, then what the QP got) is sent inline: the
+//    device copies it at post time instead of fetching it later by DMA.
 //  - Teardown is in two steps around IserMemory::Release, in the order the verbs require:
 //    DestroyQueuePair (orderly disconnect, then the QP), then memory, then Release (the
 //    buffers, CQ, channels, PD and CM id).
@@ -43,6 +52,11 @@ class IserResources {
   // pings, Async Messages and answers to immediate PDUs.
   static constexpr uint32_t kRecvBuffers = 160;
   static constexpr uint32_t kSendSlots = 160;
+  // Receives kept for PDUs the target sends unasked (NOP-In pings, Async Messages, Rejects) and
+  // answers to our NOP-Out, Text and Logout requests.
+  static constexpr uint32_t kUnexpectedReceives = 8;
+  // Inline size asked for: an iSER header and BHS (a command PDU) and a little more.
+  static constexpr uint32_t kInlineBytes = 128;
 
   IserResources() = default;
   ~IserResources();
@@ -51,7 +65,10 @@ class IserResources {
 
   Status Connect(const Portal& portal, Deadline deadline, IserMemory* memory);
   uint8_t responder_resources() const { return responder_resources_; }
+  uint32_t receive_count() const { return recv_count_; }
+  uint32_t max_inline_data() const { return max_inline_; }
 
+  ibv_context* context() const { return id_->verbs; }
   ibv_qp* qp() const { return id_->qp; }
   ibv_cq* cq() const { return cq_; }
   ibv_comp_channel* comp_channel() const { return comp_channel_; }
@@ -95,6 +112,10 @@ class IserResources {
   bool qp_created_ = false;
   bool connected_ = false;
   uint8_t responder_resources_ = 1;
+  uint32_t recv_count_ = 0;
+  uint32_t send_count_ = 0;
+  uint32_t max_inline_ = 0;
+  size_t locked_ = 0;  // reserved in the process's memlock budget (iser_memory.h)
 
   std::vector<uint8_t*> regions_;  // page-aligned allocations, freed at Release
   ibv_mr* recv_mr_ = nullptr;
