@@ -21,9 +21,10 @@ from machine import Steal
 HERE = os.path.dirname(os.path.abspath(__file__))
 
 
-def parser(doc, seconds, size_mib=None):
+def parser(doc, seconds, size_mib=None, profile=False):
     """The options every benchmark takes: --time S, --rounds N, --build DIR (and --size-mib N
-    when the benchmark prefills a LUN of that size)."""
+    when the benchmark prefills a LUN of that size, --profile NAME when it runs iSER under
+    softrdma)."""
     ap = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawTextHelpFormatter)
     ap.add_argument("--time", type=int, default=seconds, help="seconds per run")
     ap.add_argument("--rounds", type=int, default=3, help="runs per tool; the median counts")
@@ -33,6 +34,11 @@ def parser(doc, seconds, size_mib=None):
                          "the same rounds: rows 'baseline', and a 'new/old' ratio line")
     if size_mib is not None:
         ap.add_argument("--size-mib", type=int, default=size_mib, help="the LUN's size")
+    if profile:
+        ap.add_argument("--profile", metavar="NAME",
+                        help="softrdma's device profile (SOFTRDMA_PROFILE: mlx5, rxe, bnxt_re,\n"
+                             "siw, irdma-roce, irdma-iwarp, cxgb4; docs/softrdma.md) for tgtd\n"
+                             "and the initiators, with its registration cost")
     return ap
 
 
@@ -44,11 +50,13 @@ def program(build, path):
     return f
 
 
-def enter_iser_netns(softrdma_run):
+def enter_iser_netns(softrdma_run, profile=None):
     """Unless already there, runs this benchmark again under tests/harness/iser-netns (a network
-    namespace of its own, softrdma in front) in place of this process. softrdma's strict mode
-    checks tests, not benchmarks: it is off here."""
+    namespace of its own, softrdma in front) in place of this process, with softrdma's device
+    PROFILE if given. softrdma's strict mode checks tests, not benchmarks: it is off here."""
     if os.environ.get("ISER_TEST_NETNS") != "1":
+        if profile:
+            os.environ["SOFTRDMA_PROFILE"] = profile
         netns = os.path.join(HERE, "..", "tests", "harness", "iser-netns")
         os.execv(netns, [netns, softrdma_run, sys.executable] + sys.argv)
     os.environ["SOFTRDMA_STRICT"] = "0"
@@ -77,7 +85,7 @@ def run_ours(cli, url, rw, bs, qd, seconds, initiator=None, env=None):
     d = json.loads(out)
     own = sum(v for k, v in d["cpu_s_by_thread"].items() if k != "softrdma")
     return {"iops": d["iops"], "mbs": d["mib_per_s"] * 1.048576, "ios": d["ios"], "cpu": cpu,
-            "own": own, "steal": steal.percent()}
+            "own": own, "steal": steal.percent(), "datamover": d.get("datamover", "")}
 
 
 def run_libiscsi(url, rw, bs, qd, seconds, block_size, initiator=None):

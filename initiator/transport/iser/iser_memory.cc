@@ -181,15 +181,26 @@ Status IserMemory::SetUp(ibv_pd* pd, const ibv_device_attr& attr) {
   const auto bytes = [&] {
     return size_t{small} * kSmallSlotBytes + size_t{large} * kDataSlotBytes;
   };
-  size_t left = 0;
-  while (!ReserveLocked(bytes(), &left)) {
+  const auto shrink = [&] {
     if (large > kMinLargeSlots) {
       large = std::max(kMinLargeSlots, large / 2);
     } else if (small > kMinSmallSlots) {
       small = std::max(kMinSmallSlots, small / 2);
     } else {
-      return MemlockError(bytes(), left);
+      return false;
     }
+    return true;
+  };
+  // A limited budget: at most a quarter of what is left, so that the sessions a daemon adds
+  // later still find room (eight fit in 64 MiB).
+  size_t left = 0;
+  ReserveLocked(0, &left);
+  if (left != SIZE_MAX) {
+    while (bytes() > left / 4 && shrink()) {
+    }
+  }
+  while (!ReserveLocked(bytes(), &left)) {
+    if (!shrink()) return MemlockError(bytes(), left);
   }
   locked_ = bytes();
   if (small < kSmallSlots || large < kLargeSlots) {

@@ -181,8 +181,16 @@ Status IserResources::SetUp(IserMemory* memory) {
   // SEND is signalled. The device's limits bound all three.
   const uint32_t max_wr = static_cast<uint32_t>(std::max(attr.max_qp_wr, 0));
   const uint32_t max_cqe = static_cast<uint32_t>(std::max(attr.max_cqe, 0));
-  recv_count_ = std::min({kRecvBuffers, max_wr, max_cqe / 4});
-  send_count_ = std::min({kSendSlots, max_wr / 3, (max_cqe - recv_count_) / 3});
+  // Under a limited RLIMIT_MEMLOCK the buffers take at most a quarter of what the process has
+  // left (iser_memory.h), so that more sessions fit; fewer receives only mean fewer commands
+  // in flight.
+  size_t left = 0;
+  ReserveLocked(0, &left);
+  const uint32_t fit =
+      static_cast<uint32_t>(std::min<size_t>(kRecvBuffers, left / 4 / (2 * kBufferBytes)));
+  const uint32_t buffers = std::max(fit, kMinBuffers);
+  recv_count_ = std::min({buffers, max_wr, max_cqe / 4});
+  send_count_ = std::min({buffers, max_wr / 3, (max_cqe - recv_count_) / 3});
   if (recv_count_ <= kUnexpectedReceives + 1 || send_count_ < 4) {
     return Status::NotSupported("RDMA device " + std::string(device_name()) + " offers queues of " +
                                 std::to_string(attr.max_qp_wr) + " work requests and CQs of " +
@@ -222,11 +230,9 @@ Status IserResources::SetUp(IserMemory* memory) {
   recv_count_ = std::min(recv_count_, qp.cap.max_recv_wr);
   send_count_ = std::min(send_count_, qp.cap.max_send_wr / 3);
   max_inline_ = qp.cap.max_inline_data;
-  const size_t buffers = size_t{recv_count_ + send_count_} * kBufferBytes;
-  size_t left = 0;
-  if (!ReserveLocked(buffers, &left))
-    return MemlockError(buffers + IserMemory::kMinSlotBytes, left);
-  locked_ = buffers;
+  const size_t bytes = size_t{recv_count_ + send_count_} * kBufferBytes;
+  if (!ReserveLocked(bytes, &left)) return MemlockError(bytes + IserMemory::kMinSlotBytes, left);
+  locked_ = bytes;
 
   recv_base_ = AllocateRegion(size_t{recv_count_} * kBufferBytes);
   uint8_t* send_base = AllocateRegion(size_t{send_count_} * kBufferBytes);

@@ -52,6 +52,8 @@ class IserResources {
   // pings, Async Messages and answers to immediate PDUs.
   static constexpr uint32_t kRecvBuffers = 160;
   static constexpr uint32_t kSendSlots = 160;
+  // The fewest of each a connection takes when RLIMIT_MEMLOCK leaves little.
+  static constexpr uint32_t kMinBuffers = 24;
   // Receives kept for PDUs the target sends unasked (NOP-In pings, Async Messages, Rejects) and
   // answers to our NOP-Out, Text and Logout requests.
   static constexpr uint32_t kUnexpectedReceives = 8;
