@@ -24,6 +24,7 @@
 #include "cm.h"
 #include "log.h"
 #include "pcap.h"
+#include "profile.h"
 
 using namespace softrdma;
 
@@ -280,8 +281,10 @@ void on_message(const std::shared_ptr<Conn>& c, const WireHdr* h) {
       if (!full || id->state != IdState::Connecting) return;
       if (pcap_enabled()) pcap_cm(CmMad::Rep, wc->qpn, id->local_qpn, wc);
       id->remote_qpn = wc->qpn;
+      id->peer_rnr_retry = wc->rnr_retry_count;
       id->read_depths.peer_responder_resources = wc->responder_resources;
-      if (id->pub.qp) qp_attach(id->pub.qp, c, wc->qpn, id->rnr_retry, id->read_depths);
+      if (id->pub.qp)
+        qp_attach(id->pub.qp, c, wc->qpn, id->peer_rnr_retry, id->read_depths, false);
       id->state = IdState::Connected;
       c->push = !wc->sender_reaches_you;
       id->reaches_peer = can_reach(c->peer_pid, wc->probe_addr);
@@ -340,6 +343,12 @@ void on_close(const std::shared_ptr<Conn>& c) {
 
 const CmHooks hooks{on_message, on_close};
 
+// The kernel's RDMA CM takes only devices with an IB or iWARP connection manager: an EFA device is
+// invisible to it, so no address resolves to it.
+bool cm_serves_device() {
+  return profile().transport != Transport::Other;
+}
+
 void install_hooks() {
   static bool done = [] {
     set_cm_hooks(&hooks);
@@ -365,6 +374,10 @@ void rdma_destroy_event_channel(rdma_event_channel* ch) {
 
 int rdma_create_id(rdma_event_channel* ch, rdma_cm_id** out, void* context, rdma_port_space ps) {
   install_hooks();
+  if (!profile_usable("rdma_create_id")) {
+    errno = ENODEV;
+    return -1;
+  }
   if (!ch) {
     errno = EOPNOTSUPP;  // synchronous ids are not provided
     return -1;
@@ -410,6 +423,10 @@ int rdma_destroy_id(rdma_cm_id* pub) {
 int rdma_bind_addr(rdma_cm_id* pub, sockaddr* addr) {
   CmIdImpl* id = idimpl(pub);
   copy_addr(id->src, addr);
+  if (!is_wildcard(id->src) && !cm_serves_device()) {
+    errno = ENODEV;
+    return -1;
+  }
   memcpy(&pub->route.addr.src_addr, &id->src, sizeof id->src);
   if (!is_wildcard(id->src)) pub->verbs = shared_context();
   pub->port_num = 1;
@@ -453,6 +470,10 @@ int rdma_resolve_addr(rdma_cm_id* pub, sockaddr* src, sockaddr* dst, int) {
   if (port_of(id->src) == 0 || !src) set_port(id->src, 32768 + random_u32() % 28000);
   memcpy(&pub->route.addr.src_addr, &id->src, sizeof id->src);
   memcpy(&pub->route.addr.dst_addr, &id->dst, sizeof id->dst);
+  if (!cm_serves_device()) {
+    push_event(id, RDMA_CM_EVENT_ADDR_ERROR, -ENODEV);
+    return 0;
+  }
   pub->verbs = shared_context();
   pub->port_num = 1;
   id->state = IdState::AddrResolved;
@@ -567,7 +588,8 @@ int rdma_accept(rdma_cm_id* pub, rdma_conn_param* param) {
     return -1;
   }
   take_conn_param(id, param);
-  if (pub->qp) qp_attach(pub->qp, id->conn, id->remote_qpn, id->rnr_retry, id->read_depths);
+  if (pub->qp)
+    qp_attach(pub->qp, id->conn, id->remote_qpn, id->peer_rnr_retry, id->read_depths, true);
   id->state = IdState::Accepting;
   send_connect(id->conn, Msg::Rep, id, param);
   return 0;
@@ -653,7 +675,7 @@ int rdma_init_qp_attr(rdma_cm_id* pub, ibv_qp_attr* attr, int* mask) {
   attr->qp_access_flags = IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_LOCAL_WRITE;
   attr->dest_qp_num = id->remote_qpn;
   attr->path_mtu = IBV_MTU_4096;
-  attr->rnr_retry = id->rnr_retry;
+  attr->rnr_retry = id->peer_rnr_retry;
   *mask = IBV_QP_ACCESS_FLAGS | IBV_QP_DEST_QPN | IBV_QP_PATH_MTU | IBV_QP_RNR_RETRY;
   return 0;
 }
@@ -667,9 +689,13 @@ uint16_t rdma_get_dst_port(rdma_cm_id* pub) {
 }
 
 ibv_context** rdma_get_devices(int* num) {
+  if (!profile_usable("rdma_get_devices")) {
+    errno = ENODEV;
+    return nullptr;
+  }
   auto** l = static_cast<ibv_context**>(calloc(2, sizeof(ibv_context*)));
-  l[0] = shared_context();
-  if (num) *num = 1;
+  if (cm_serves_device()) l[0] = shared_context();
+  if (num) *num = cm_serves_device() ? 1 : 0;
   return l;
 }
 
