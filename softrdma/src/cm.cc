@@ -283,8 +283,7 @@ void on_message(const std::shared_ptr<Conn>& c, const WireHdr* h) {
       id->remote_qpn = wc->qpn;
       id->peer_rnr_retry = wc->rnr_retry_count;
       id->read_depths.peer_responder_resources = wc->responder_resources;
-      if (id->pub.qp)
-        qp_attach(id->pub.qp, c, wc->qpn, id->peer_rnr_retry, id->read_depths, false);
+      if (id->pub.qp) qp_attach(id->pub.qp, c, wc->qpn, id->peer_rnr_retry, id->read_depths, false);
       id->state = IdState::Connected;
       c->push = !wc->sender_reaches_you;
       id->reaches_peer = can_reach(c->peer_pid, wc->probe_addr);
