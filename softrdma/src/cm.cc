@@ -205,8 +205,8 @@ void send_connect(const std::shared_ptr<Conn>& c, Msg type, CmIdImpl* id,
   m.qpn = id->pub.qp ? id->pub.qp->qp_num : (param ? param->qp_num : 0);
   if (type == Msg::Req || type == Msg::Rep) id->local_qpn = m.qpn;
   if (param) {
-    m.responder_resources = param->responder_resources;
-    m.initiator_depth = param->initiator_depth;
+    m.responder_resources = id->read_depths.responder_resources;
+    m.initiator_depth = id->read_depths.initiator_depth;
     m.retry_count = param->retry_count;
     m.rnr_retry_count = param->rnr_retry_count;
     m.srq = param->srq;
@@ -523,13 +523,27 @@ void rdma_destroy_qp(rdma_cm_id* pub) {
   pub->qp = nullptr;
 }
 
-// What rdma_connect and rdma_accept keep of their own connection parameters for the QP.
-static void take_conn_param(CmIdImpl* id, const rdma_conn_param* param) {
+// What rdma_connect and rdma_accept keep of their own connection parameters for the QP. As
+// librdmacm does, RDMA_MAX_RESP_RES and RDMA_MAX_INIT_DEPTH (0xff) mean the device's maximum, and
+// under a profile a depth beyond it is EINVAL (false).
+static bool take_conn_param(CmIdImpl* id, const rdma_conn_param* param) {
   id->rnr_retry = param ? param->rnr_retry_count : 7;
-  if (param) {
-    id->read_depths.initiator_depth = param->initiator_depth;
-    id->read_depths.responder_resources = param->responder_resources;
+  if (!param) return true;
+  const Profile& p = profile();
+  uint8_t resources = param->responder_resources, depth = param->initiator_depth;
+  if (p.check_caps) {
+    if ((resources != RDMA_MAX_RESP_RES && resources > p.max_qp_rd_atom) ||
+        (depth != RDMA_MAX_INIT_DEPTH && depth > p.max_qp_init_rd_atom)) {
+      log_debug("rdma_connect/accept: READ depths %u/%u beyond profile %s's %d/%d", resources,
+                depth, p.name, p.max_qp_rd_atom, p.max_qp_init_rd_atom);
+      return false;
+    }
+    if (resources == RDMA_MAX_RESP_RES) resources = static_cast<uint8_t>(p.max_qp_rd_atom);
+    if (depth == RDMA_MAX_INIT_DEPTH) depth = static_cast<uint8_t>(p.max_qp_init_rd_atom);
   }
+  id->read_depths.initiator_depth = depth;
+  id->read_depths.responder_resources = resources;
+  return true;
 }
 
 static int try_connect(const sockaddr_storage& dst, int tcp_timeout_ms) {
@@ -553,11 +567,10 @@ static int try_connect(const sockaddr_storage& dst, int tcp_timeout_ms) {
 
 int rdma_connect(rdma_cm_id* pub, rdma_conn_param* param) {
   CmIdImpl* id = idimpl(pub);
-  if (param && param->private_data_len > 56) {
+  if ((param && param->private_data_len > 56) || !take_conn_param(id, param)) {
     errno = EINVAL;
     return -1;
   }
-  take_conn_param(id, param);
   // Real address and route resolution take milliseconds, time in which a server that closes
   // and reopens its listener between connections (perftest -R does) is back; softrdma's are
   // instant, so a connect finding no listener keeps trying for half a second before REJECTED.
@@ -582,11 +595,10 @@ int rdma_accept(rdma_cm_id* pub, rdma_conn_param* param) {
     errno = EINVAL;
     return -1;
   }
-  if (param && param->private_data_len > 196) {
+  if ((param && param->private_data_len > 196) || !take_conn_param(id, param)) {
     errno = EINVAL;
     return -1;
   }
-  take_conn_param(id, param);
   if (pub->qp)
     qp_attach(pub->qp, id->conn, id->remote_qpn, id->peer_rnr_retry, id->read_depths, true);
   id->state = IdState::Accepting;

@@ -133,7 +133,8 @@ struct Qp {
   int sq_retired_silently = 0;
   // iWARP profiles, passive side: MPA lets the side that accepted send nothing before the first
   // message from the side that connected arrives; what is posted before is held here, in order.
-  bool await_peer_first = false;
+  // Set and cleared under mu; read without it by the loop thread's check of every operation.
+  std::atomic<bool> await_peer_first{false};
   std::vector<uint8_t> await_held;
 };
 

@@ -268,9 +268,9 @@ void rnr_head_changed(const std::shared_ptr<Conn>& c) {
 // iWARP, passive side: the active side has spoken, so what the application posted before goes out.
 void release_awaiting(const std::shared_ptr<Conn>& c) {
   Qp* qp = c->qp;
-  if (!qp) return;
+  if (!qp || !qp->await_peer_first.load()) return;
   std::lock_guard g(qp->mu);
-  if (!qp->await_peer_first) return;
+  if (!qp->await_peer_first.load()) return;
   qp->await_peer_first = false;
   if (!qp->await_held.empty()) c->send(qp->await_held.data(), qp->await_held.size());
   qp->await_held.clear();

@@ -77,6 +77,9 @@ static void cq_add(Cq* cq, const Cqe* e, size_t n) {
     std::unique_lock g(cq->mu);
     if (cq->destroyed || cq->overrun) return;
     if (strict_mode() && cq->entries.size() + n > static_cast<size_t>(cq->capacity)) {
+      // What still fits goes in; the first completion beyond overruns the CQ.
+      const size_t room = static_cast<size_t>(cq->capacity) - cq->entries.size();
+      cq->entries.insert(cq->entries.end(), e, e + room);
       cq->overrun = true;
       std::vector<Qp*> users = cq->users;
       g.unlock();
@@ -463,7 +466,7 @@ int post_send(ibv_qp* q, ibv_send_wr* wr, ibv_send_wr** bad) {
   std::unique_lock g(qp->mu);
   const int rc = post_send_locked(qp, wr, bad, msg);
   if (msg.empty() || !qp->conn) return rc;
-  if (qp->await_peer_first) {
+  if (qp->await_peer_first.load()) {
     qp->await_held.insert(qp->await_held.end(), msg.begin(), msg.end());
     return rc;
   }

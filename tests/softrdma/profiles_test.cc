@@ -168,6 +168,19 @@ TEST(Profile, CapsBeyondTheLimitsAreRefused) {
   EXPECT_EQ(ibv_create_cq(m.d.ctx, e->max_cqe + 1, nullptr, nullptr, 0), nullptr);
 }
 
+// librdmacm checks the READ depths of rdma_connect and rdma_accept against the device's.
+TEST(Profile, ReadDepthsBeyondTheDevicesAreRefused) {
+  const Expected* e = expected();
+  ASSERT_NE(e, nullptr);
+  ASSERT_TRUE(e->rc) << "no RDMA CM under " << e->name;
+  VerbsPair beyond;
+  beyond.a_initiator_depth = static_cast<uint8_t>(e->max_qp_init_rd_atom + 1);
+  EXPECT_FALSE(beyond.connect());
+  VerbsPair within;
+  within.a_initiator_depth = static_cast<uint8_t>(e->max_qp_init_rd_atom);
+  EXPECT_TRUE(within.connect());
+}
+
 TEST(Profile, RcQps) {
   const Expected* e = expected();
   ASSERT_NE(e, nullptr);
