@@ -352,7 +352,9 @@ int post_send_locked(Qp* qp, ibv_send_wr* wr, ibv_send_wr** bad, std::vector<uin
   for (; wr; wr = wr->next) {
     if (qp->destroyed || qp->attr.qp_state < IBV_QPS_RTS || !supported(wr->opcode) ||
         wr->num_sge < 0 || static_cast<uint32_t>(wr->num_sge) > qp->init.cap.max_send_sge ||
-        (wr->opcode == IBV_WR_BIND_MW && !wr->bind_mw.mw)) {
+        (wr->opcode == IBV_WR_BIND_MW && !wr->bind_mw.mw) ||
+        (wr->opcode == IBV_WR_RDMA_READ && profile().check_caps &&
+         wr->num_sge > profile().max_sge_rd)) {
       *bad = wr;
       return EINVAL;
     }

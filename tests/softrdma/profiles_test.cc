@@ -19,7 +19,7 @@ struct Expected {
   ibv_transport_type transport;
   uint8_t link_layer;
   unsigned flags;
-  int max_qp_wr, max_sge, max_cqe, max_qp_rd_atom, max_qp_init_rd_atom;
+  int max_qp_wr, max_sge, max_sge_rd, max_cqe, max_qp_rd_atom, max_qp_init_rd_atom;
   int mw_type1_errno, mw_type2_errno;  // 0: ibv_alloc_mw succeeds
   Inline inline_rule;
   uint32_t max_inline;
@@ -31,21 +31,21 @@ constexpr unsigned kMw = IBV_DEVICE_MEM_WINDOW, k2B = IBV_DEVICE_MEM_WINDOW_TYPE
                    kRnr = IBV_DEVICE_RC_RNR_NAK_GEN, kMgt = IBV_DEVICE_MEM_MGT_EXTENSIONS;
 
 const Expected kExpected[] = {
-    {"mlx5", IBV_TRANSPORT_IB, IBV_LINK_LAYER_ETHERNET, kMw | k2B | kRnr | kMgt, 32768, 30, 4194303,
-     16, 16, 0, 0, Inline::RoundUp, 988, true, 25},
-    {"rxe", IBV_TRANSPORT_IB, IBV_LINK_LAYER_ETHERNET, kMw | k2B | kRnr | kMgt, 16384, 32, 32767,
-     128, 128, 0, 0, Inline::Refuse, 400, true, 5},
-    {"bnxt_re", IBV_TRANSPORT_IB, IBV_LINK_LAYER_ETHERNET, kMw | k2B | kRnr | kMgt, 65535, 6,
+    {"mlx5", IBV_TRANSPORT_IB, IBV_LINK_LAYER_ETHERNET, kMw | k2B | kRnr | kMgt, 32768, 30, 30,
+     4194303, 16, 16, 0, 0, Inline::RoundUp, 988, true, 25},
+    {"rxe", IBV_TRANSPORT_IB, IBV_LINK_LAYER_ETHERNET, kMw | k2B | kRnr | kMgt, 16384, 32, 32,
+     32767, 128, 128, 0, 0, Inline::Refuse, 400, true, 5},
+    {"bnxt_re", IBV_TRANSPORT_IB, IBV_LINK_LAYER_ETHERNET, kMw | k2B | kRnr | kMgt, 65535, 6, 6,
      1048575, 126, 126, EOPNOTSUPP, EOPNOTSUPP, Inline::Refuse, 96, true, 25},
-    {"siw", IBV_TRANSPORT_IWARP, IBV_LINK_LAYER_ETHERNET, kMgt, 32768, 6, 3276800, 128, 128,
+    {"siw", IBV_TRANSPORT_IWARP, IBV_LINK_LAYER_ETHERNET, kMgt, 32768, 6, 1, 3276800, 128, 128,
      EOPNOTSUPP, EOPNOTSUPP, Inline::Refuse, 80, true, 5},
-    {"irdma-roce", IBV_TRANSPORT_IB, IBV_LINK_LAYER_ETHERNET, kMw | kRnr | kMgt, 4063, 13, 1048575,
+    {"irdma-roce", IBV_TRANSPORT_IB, IBV_LINK_LAYER_ETHERNET, kMw | kRnr | kMgt, 4063, 13, 13,
+     1048575, 127, 127, 0, 0, Inline::Refuse, 101, true, 25},
+    {"irdma-iwarp", IBV_TRANSPORT_IWARP, IBV_LINK_LAYER_ETHERNET, kMw | kMgt, 4063, 13, 13, 1048575,
      127, 127, 0, 0, Inline::Refuse, 101, true, 25},
-    {"irdma-iwarp", IBV_TRANSPORT_IWARP, IBV_LINK_LAYER_ETHERNET, kMw | kMgt, 4063, 13, 1048575,
-     127, 127, 0, 0, Inline::Refuse, 101, true, 25},
-    {"cxgb4", IBV_TRANSPORT_IWARP, IBV_LINK_LAYER_ETHERNET, kMw | kMgt, 16383, 4, 32767, 32, 32, 0,
-     EINVAL, Inline::Clamp, 280, true, 25},
-    {"efa", IBV_TRANSPORT_UNSPECIFIED, IBV_LINK_LAYER_UNSPECIFIED, 0, 4096, 2, 32768, 0, 0,
+    {"cxgb4", IBV_TRANSPORT_IWARP, IBV_LINK_LAYER_ETHERNET, kMw | kMgt, 16383, 4, 1, 32767, 32, 32,
+     0, EINVAL, Inline::Clamp, 280, true, 25},
+    {"efa", IBV_TRANSPORT_UNSPECIFIED, IBV_LINK_LAYER_UNSPECIFIED, 0, 4096, 2, 1, 32768, 0, 0,
      EOPNOTSUPP, EOPNOTSUPP, Inline::Refuse, 32, false, 25},
 };
 
@@ -93,6 +93,7 @@ TEST(Profile, QueryDeviceAnswersAsTheProvider) {
   EXPECT_EQ(a.device_cap_flags & kChecked, e->flags);
   EXPECT_EQ(a.max_qp_wr, e->max_qp_wr);
   EXPECT_EQ(a.max_sge, e->max_sge);
+  EXPECT_EQ(a.max_sge_rd, e->max_sge_rd);
   EXPECT_EQ(a.max_cqe, e->max_cqe);
   EXPECT_EQ(a.max_qp_rd_atom, e->max_qp_rd_atom);
   EXPECT_EQ(a.max_qp_init_rd_atom, e->max_qp_init_rd_atom);
@@ -314,6 +315,21 @@ TEST_F(Iwarp, AReadSinkNeedsRemoteWrite) {
   ASSERT_TRUE(q.connect());
   ASSERT_EQ(post_send(q.a, IBV_WR_RDMA_READ, 2, 0, 64, addr_of(q.b, 0), q.b.mr->rkey), 0);
   expect_completions(q, q.a, {{2, IBV_WC_SUCCESS}});
+}
+
+// siw and cxgb4 scatter an RDMA READ's data into one SGE only (max_sge_rd 1).
+TEST_F(Iwarp, AReadTakesOneSge) {
+  VerbsPair p;
+  ASSERT_TRUE(p.connect());
+  ibv_sge sge[2] = {{addr_of(p.a, 0), 64, p.a.mr->lkey}, {addr_of(p.a, 64), 64, p.a.mr->lkey}};
+  ibv_send_wr wr{}, *bad = nullptr;
+  wr.opcode = IBV_WR_RDMA_READ;
+  wr.sg_list = sge;
+  wr.num_sge = 2;
+  wr.wr.rdma.remote_addr = addr_of(p.b, 0);
+  wr.wr.rdma.rkey = p.b.mr->rkey;
+  EXPECT_EQ(ibv_post_send(p.a.id->qp, &wr, &bad), EINVAL);
+  EXPECT_EQ(bad, &wr);
 }
 
 }  // namespace
