@@ -234,6 +234,24 @@ TEST(Profile, RegistrationTakesWhatItTakesOnTheNic) {
             std::chrono::microseconds(2 * kRounds * e->reg_mr_us));
 }
 
+// SOFTRDMA_REG_MR_US overrides the profile's cost (softrdma.reg_mr_us sets 2000 without a profile).
+TEST(RegMrUs, EveryRegistrationAndDeregistrationTakesThatLong) {
+  const char* us = getenv("SOFTRDMA_REG_MR_US");
+  ASSERT_NE(us, nullptr) << "run as ctest softrdma.reg_mr_us";
+  LocalDevice d;
+  ASSERT_TRUE(d.ok());
+  static char buf[4096];
+  constexpr int kRounds = 5;
+  auto t0 = std::chrono::steady_clock::now();
+  for (int i = 0; i < kRounds; i++) {
+    ibv_mr* mr = ibv_reg_mr(d.pd, buf, sizeof buf, IBV_ACCESS_LOCAL_WRITE);
+    ASSERT_NE(mr, nullptr);
+    ASSERT_EQ(ibv_dereg_mr(mr), 0);
+  }
+  EXPECT_GE(std::chrono::steady_clock::now() - t0,
+            std::chrono::microseconds(2 * kRounds * atol(us)));
+}
+
 TEST(Unknown, AMisspeltProfileFailsAtDeviceOpen) {
   ASSERT_STREQ(getenv("SOFTRDMA_PROFILE"), "mlx4") << "run as ctest softrdma.profile_unknown";
   int n = 0;
