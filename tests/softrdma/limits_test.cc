@@ -153,7 +153,8 @@ TEST(Limits, CountersCountMrsWindowsAndRegistrations) {
   const long calls = reg_calls();
   ibv_mr* mr = ibv_reg_mr(d.pd, buf, sizeof buf, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_MW_BIND);
   ASSERT_NE(mr, nullptr);
-  EXPECT_EQ(ibv_reg_mr(d.pd, buf, sizeof buf, IBV_ACCESS_REMOTE_WRITE), nullptr);  // EINVAL
+  EXPECT_EQ(ibv_reg_mr(d.pd, buf, sizeof buf, static_cast<int>(IBV_ACCESS_REMOTE_WRITE)),
+            nullptr);  // EINVAL
   EXPECT_EQ(live_mrs(), mrs + 1);
   EXPECT_EQ(reg_calls(), calls + 2);
   ibv_mw* mw = ibv_alloc_mw(d.pd, IBV_MW_TYPE_2);

@@ -226,7 +226,7 @@ TEST(Profile, RegistrationTakesWhatItTakesOnTheNic) {
   constexpr int kRounds = 50;
   auto t0 = std::chrono::steady_clock::now();
   for (int i = 0; i < kRounds; i++) {
-    ibv_mr* mr = ibv_reg_mr(d.pd, buf, sizeof buf, IBV_ACCESS_LOCAL_WRITE);
+    ibv_mr* mr = ibv_reg_mr(d.pd, buf, sizeof buf, static_cast<int>(IBV_ACCESS_LOCAL_WRITE));
     ASSERT_NE(mr, nullptr);
     ASSERT_EQ(ibv_dereg_mr(mr), 0);
   }
@@ -244,7 +244,7 @@ TEST(RegMrUs, EveryRegistrationAndDeregistrationTakesThatLong) {
   constexpr int kRounds = 5;
   auto t0 = std::chrono::steady_clock::now();
   for (int i = 0; i < kRounds; i++) {
-    ibv_mr* mr = ibv_reg_mr(d.pd, buf, sizeof buf, IBV_ACCESS_LOCAL_WRITE);
+    ibv_mr* mr = ibv_reg_mr(d.pd, buf, sizeof buf, static_cast<int>(IBV_ACCESS_LOCAL_WRITE));
     ASSERT_NE(mr, nullptr);
     ASSERT_EQ(ibv_dereg_mr(mr), 0);
   }
