@@ -21,8 +21,10 @@ struct ReadDepths {
   uint8_t responder_resources = 0;
   uint8_t peer_responder_resources = 0;
 };
+// `rnr_retry` is the peer's rnr_retry_count (each side's CM message tells the other how often to
+// retry its sends); `passive` is the side that accepted.
 void qp_attach(ibv_qp* qp, const std::shared_ptr<Conn>& c, uint32_t remote_qpn, uint8_t rnr_retry,
-               const ReadDepths& depths);
+               const ReadDepths& depths, bool passive);
 // Peer gone (graceful or not): outstanding sends complete with `status`, the rest flush.
 void qp_disconnected(ibv_qp* qp, ibv_wc_status status);
 

@@ -24,6 +24,7 @@
 #include "cm.h"
 #include "log.h"
 #include "pcap.h"
+#include "profile.h"
 
 using namespace softrdma;
 
@@ -204,8 +205,8 @@ void send_connect(const std::shared_ptr<Conn>& c, Msg type, CmIdImpl* id,
   m.qpn = id->pub.qp ? id->pub.qp->qp_num : (param ? param->qp_num : 0);
   if (type == Msg::Req || type == Msg::Rep) id->local_qpn = m.qpn;
   if (param) {
-    m.responder_resources = param->responder_resources;
-    m.initiator_depth = param->initiator_depth;
+    m.responder_resources = id->read_depths.responder_resources;
+    m.initiator_depth = id->read_depths.initiator_depth;
     m.retry_count = param->retry_count;
     m.rnr_retry_count = param->rnr_retry_count;
     m.srq = param->srq;
@@ -280,8 +281,9 @@ void on_message(const std::shared_ptr<Conn>& c, const WireHdr* h) {
       if (!full || id->state != IdState::Connecting) return;
       if (pcap_enabled()) pcap_cm(CmMad::Rep, wc->qpn, id->local_qpn, wc);
       id->remote_qpn = wc->qpn;
+      id->peer_rnr_retry = wc->rnr_retry_count;
       id->read_depths.peer_responder_resources = wc->responder_resources;
-      if (id->pub.qp) qp_attach(id->pub.qp, c, wc->qpn, id->rnr_retry, id->read_depths);
+      if (id->pub.qp) qp_attach(id->pub.qp, c, wc->qpn, id->peer_rnr_retry, id->read_depths, false);
       id->state = IdState::Connected;
       c->push = !wc->sender_reaches_you;
       id->reaches_peer = can_reach(c->peer_pid, wc->probe_addr);
@@ -340,6 +342,12 @@ void on_close(const std::shared_ptr<Conn>& c) {
 
 const CmHooks hooks{on_message, on_close};
 
+// The kernel's RDMA CM takes only devices with an IB or iWARP connection manager: an EFA device is
+// invisible to it, so no address resolves to it.
+bool cm_serves_device() {
+  return profile().transport != Transport::Other;
+}
+
 void install_hooks() {
   static bool done = [] {
     set_cm_hooks(&hooks);
@@ -365,6 +373,10 @@ void rdma_destroy_event_channel(rdma_event_channel* ch) {
 
 int rdma_create_id(rdma_event_channel* ch, rdma_cm_id** out, void* context, rdma_port_space ps) {
   install_hooks();
+  if (!profile_usable("rdma_create_id")) {
+    errno = ENODEV;
+    return -1;
+  }
   if (!ch) {
     errno = EOPNOTSUPP;  // synchronous ids are not provided
     return -1;
@@ -410,6 +422,10 @@ int rdma_destroy_id(rdma_cm_id* pub) {
 int rdma_bind_addr(rdma_cm_id* pub, sockaddr* addr) {
   CmIdImpl* id = idimpl(pub);
   copy_addr(id->src, addr);
+  if (!is_wildcard(id->src) && !cm_serves_device()) {
+    errno = ENODEV;
+    return -1;
+  }
   memcpy(&pub->route.addr.src_addr, &id->src, sizeof id->src);
   if (!is_wildcard(id->src)) pub->verbs = shared_context();
   pub->port_num = 1;
@@ -453,6 +469,10 @@ int rdma_resolve_addr(rdma_cm_id* pub, sockaddr* src, sockaddr* dst, int) {
   if (port_of(id->src) == 0 || !src) set_port(id->src, 32768 + random_u32() % 28000);
   memcpy(&pub->route.addr.src_addr, &id->src, sizeof id->src);
   memcpy(&pub->route.addr.dst_addr, &id->dst, sizeof id->dst);
+  if (!cm_serves_device()) {
+    push_event(id, RDMA_CM_EVENT_ADDR_ERROR, -ENODEV);
+    return 0;
+  }
   pub->verbs = shared_context();
   pub->port_num = 1;
   id->state = IdState::AddrResolved;
@@ -503,13 +523,27 @@ void rdma_destroy_qp(rdma_cm_id* pub) {
   pub->qp = nullptr;
 }
 
-// What rdma_connect and rdma_accept keep of their own connection parameters for the QP.
-static void take_conn_param(CmIdImpl* id, const rdma_conn_param* param) {
+// What rdma_connect and rdma_accept keep of their own connection parameters for the QP. As
+// librdmacm does, RDMA_MAX_RESP_RES and RDMA_MAX_INIT_DEPTH (0xff) mean the device's maximum, and
+// under a profile a depth beyond it is EINVAL (false).
+static bool take_conn_param(CmIdImpl* id, const rdma_conn_param* param) {
   id->rnr_retry = param ? param->rnr_retry_count : 7;
-  if (param) {
-    id->read_depths.initiator_depth = param->initiator_depth;
-    id->read_depths.responder_resources = param->responder_resources;
+  if (!param) return true;
+  const Profile& p = profile();
+  uint8_t resources = param->responder_resources, depth = param->initiator_depth;
+  if (p.check_caps) {
+    if ((resources != RDMA_MAX_RESP_RES && resources > p.max_qp_rd_atom) ||
+        (depth != RDMA_MAX_INIT_DEPTH && depth > p.max_qp_init_rd_atom)) {
+      log_debug("rdma_connect/accept: READ depths %u/%u beyond profile %s's %d/%d", resources,
+                depth, p.name, p.max_qp_rd_atom, p.max_qp_init_rd_atom);
+      return false;
+    }
+    if (resources == RDMA_MAX_RESP_RES) resources = static_cast<uint8_t>(p.max_qp_rd_atom);
+    if (depth == RDMA_MAX_INIT_DEPTH) depth = static_cast<uint8_t>(p.max_qp_init_rd_atom);
   }
+  id->read_depths.initiator_depth = depth;
+  id->read_depths.responder_resources = resources;
+  return true;
 }
 
 static int try_connect(const sockaddr_storage& dst, int tcp_timeout_ms) {
@@ -533,11 +567,10 @@ static int try_connect(const sockaddr_storage& dst, int tcp_timeout_ms) {
 
 int rdma_connect(rdma_cm_id* pub, rdma_conn_param* param) {
   CmIdImpl* id = idimpl(pub);
-  if (param && param->private_data_len > 56) {
+  if ((param && param->private_data_len > 56) || !take_conn_param(id, param)) {
     errno = EINVAL;
     return -1;
   }
-  take_conn_param(id, param);
   // Real address and route resolution take milliseconds, time in which a server that closes
   // and reopens its listener between connections (perftest -R does) is back; softrdma's are
   // instant, so a connect finding no listener keeps trying for half a second before REJECTED.
@@ -562,12 +595,12 @@ int rdma_accept(rdma_cm_id* pub, rdma_conn_param* param) {
     errno = EINVAL;
     return -1;
   }
-  if (param && param->private_data_len > 196) {
+  if ((param && param->private_data_len > 196) || !take_conn_param(id, param)) {
     errno = EINVAL;
     return -1;
   }
-  take_conn_param(id, param);
-  if (pub->qp) qp_attach(pub->qp, id->conn, id->remote_qpn, id->rnr_retry, id->read_depths);
+  if (pub->qp)
+    qp_attach(pub->qp, id->conn, id->remote_qpn, id->peer_rnr_retry, id->read_depths, true);
   id->state = IdState::Accepting;
   send_connect(id->conn, Msg::Rep, id, param);
   return 0;
@@ -653,7 +686,7 @@ int rdma_init_qp_attr(rdma_cm_id* pub, ibv_qp_attr* attr, int* mask) {
   attr->qp_access_flags = IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_LOCAL_WRITE;
   attr->dest_qp_num = id->remote_qpn;
   attr->path_mtu = IBV_MTU_4096;
-  attr->rnr_retry = id->rnr_retry;
+  attr->rnr_retry = id->peer_rnr_retry;
   *mask = IBV_QP_ACCESS_FLAGS | IBV_QP_DEST_QPN | IBV_QP_PATH_MTU | IBV_QP_RNR_RETRY;
   return 0;
 }
@@ -667,9 +700,13 @@ uint16_t rdma_get_dst_port(rdma_cm_id* pub) {
 }
 
 ibv_context** rdma_get_devices(int* num) {
+  if (!profile_usable("rdma_get_devices")) {
+    errno = ENODEV;
+    return nullptr;
+  }
   auto** l = static_cast<ibv_context**>(calloc(2, sizeof(ibv_context*)));
-  l[0] = shared_context();
-  if (num) *num = 1;
+  if (cm_serves_device()) l[0] = shared_context();
+  if (num) *num = cm_serves_device() ? 1 : 0;
   return l;
 }
 

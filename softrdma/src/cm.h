@@ -42,11 +42,11 @@ struct CmIdImpl {
   int tcp_listen_fd = -1;  // the same listener for processes on other hosts (see cm.cc)
   sockaddr_storage src{};
   sockaddr_storage dst{};
-  uint8_t rnr_retry = 7;
-  uint8_t peer_rnr_retry = 7;
-  ReadDepths read_depths;     // from our conn params and the peer's REQ or REP
-  bool reaches_peer = false;  // our cross-memory probe of the peer worked
-  uint32_t local_qpn = 0;     // named in our REQ or REP
+  uint8_t rnr_retry = 7;       // ours, sent in REQ or REP: how often the peer retries its sends
+  uint8_t peer_rnr_retry = 7;  // the peer's, from its REQ or REP: what our QP uses
+  ReadDepths read_depths;      // from our conn params and the peer's REQ or REP
+  bool reaches_peer = false;   // our cross-memory probe of the peer worked
+  uint32_t local_qpn = 0;      // named in our REQ or REP
   uint32_t remote_qpn = 0;
   bool timewait_sent = false;
   bool destroyed = false;  // by rdma_destroy_id: a pending TIMEWAIT_EXIT is not delivered

@@ -15,6 +15,7 @@
 #include "api.h"
 #include "log.h"
 #include "objects.h"
+#include "profile.h"
 
 #undef ibv_query_port
 #undef ibv_reg_mr
@@ -28,8 +29,8 @@ constexpr uint64_t kGuid = 0x02005eff'fe000001ull;
 ibv_device* the_device() {
   static ibv_device* dev = [] {
     auto* d = new ibv_device{};
-    d->node_type = IBV_NODE_CA;
-    d->transport_type = IBV_TRANSPORT_IB;
+    d->node_type = profile().node_type;
+    d->transport_type = profile().transport_type;
     snprintf(d->name, sizeof d->name, "softrdma0");
     snprintf(d->dev_name, sizeof d->dev_name, "uverbs0");
     snprintf(d->dev_path, sizeof d->dev_path, "/dev/infiniband/uverbs0");
@@ -104,6 +105,10 @@ int ibv_get_device_index(ibv_device*) {
 }
 
 ibv_context* ibv_open_device(ibv_device*) {
+  if (!profile_usable("ibv_open_device")) {
+    errno = EINVAL;
+    return nullptr;
+  }
   return shared_context();
 }
 
@@ -112,34 +117,34 @@ int ibv_close_device(ibv_context*) {
 }
 
 int ibv_query_device(ibv_context*, ibv_device_attr* a) {
+  const Profile& p = profile();
   memset(a, 0, sizeof *a);
   snprintf(a->fw_ver, sizeof a->fw_ver, "softrdma 0.1");
   a->node_guid = htobe64(kGuid);
   a->sys_image_guid = htobe64(kGuid);
   a->max_mr_size = UINT64_MAX;
   a->page_size_cap = 0xfffff000;
-  a->vendor_id = 0xffffff;
-  a->vendor_part_id = 1;
+  a->vendor_id = p.vendor_id;
+  a->vendor_part_id = p.vendor_part_id;
   a->hw_ver = 1;
   a->max_qp = 65536;
-  a->max_qp_wr = 16384;
-  a->device_cap_flags = IBV_DEVICE_RC_RNR_NAK_GEN | IBV_DEVICE_MEM_MGT_EXTENSIONS |
-                        IBV_DEVICE_MEM_WINDOW | IBV_DEVICE_MEM_WINDOW_TYPE_2B;
-  a->max_sge = 32;
-  a->max_sge_rd = 32;
+  a->max_qp_wr = p.max_qp_wr;
+  a->device_cap_flags = p.device_cap_flags;
+  a->max_sge = p.max_sge;
+  a->max_sge_rd = p.max_sge_rd;
   a->max_cq = 65536;
-  a->max_cqe = 1 << 20;
-  a->max_mr = 1 << 20;
-  a->max_mw = 65536;
+  a->max_cqe = p.max_cqe;
+  a->max_mr = p.max_mr;
+  a->max_mw = p.max_mw;
   a->max_pd = 65536;
-  a->max_qp_rd_atom = 128;
-  a->max_qp_init_rd_atom = 128;
+  a->max_qp_rd_atom = p.max_qp_rd_atom;
+  a->max_qp_init_rd_atom = p.max_qp_init_rd_atom;
   a->max_res_rd_atom = 1 << 20;
   a->max_srq = 0;
   a->max_pkeys = 1;
   a->local_ca_ack_delay = 15;
   a->phys_port_cnt = 1;
-  a->atomic_cap = IBV_ATOMIC_NONE;
+  a->atomic_cap = p.atomic_cap;
   return 0;
 }
 
@@ -157,7 +162,7 @@ int ibv_query_port(ibv_context*, uint8_t port, _compat_ibv_port_attr* out) {
   a.active_width = 2;   // 4x
   a.active_speed = 32;  // EDR
   a.phys_state = 5;     // LinkUp
-  a.link_layer = IBV_LINK_LAYER_ETHERNET;
+  a.link_layer = profile().link_layer;
   // Callers without an extended context pass the legacy structure: fill only its prefix.
   memcpy(out, &a, offsetof(ibv_port_attr, port_cap_flags2) + sizeof a.port_cap_flags2);
   return 0;
@@ -220,7 +225,7 @@ int ibv_get_pkey_index(ibv_context*, uint8_t, __be16 pkey) {
 int ibv_read_sysfs_file(const char* dir, const char* file, char* buf, size_t size) {
   const char* val = nullptr;
   if (!strcmp(file, "node_type"))
-    val = "1: CA";
+    val = profile().node_type == IBV_NODE_RNIC ? "4: RNIC" : "1: CA";
   else if (!strcmp(file, "board_id"))
     val = "softrdma";
   else if (!strcmp(file, "fw_ver"))

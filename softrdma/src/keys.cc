@@ -212,3 +212,17 @@ extern "C" int softrdma_remote_keys() {
   }
   return n;
 }
+
+extern "C" int softrdma_live_mrs() {
+  std::lock_guard g(softrdma::keys().mu);
+  int n = 0;
+  for (const auto& [index, owner] : softrdma::keys().by_index) n += owner.mr != nullptr;
+  return n;
+}
+
+extern "C" int softrdma_live_mws() {
+  std::lock_guard g(softrdma::keys().mu);
+  int n = 0;
+  for (const auto& [index, owner] : softrdma::keys().by_index) n += owner.mw != nullptr;
+  return n;
+}

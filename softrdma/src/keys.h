@@ -46,3 +46,8 @@ bool mw_remote_invalidate(Qp* qp, uint32_t rkey);
 // right, and memory windows bound), across every PD of the process. An initiator that revokes
 // each command's access when the command ends returns to its count before the command.
 extern "C" int softrdma_remote_keys();
+// For tests: MRs registered and not deregistered, memory windows allocated and not deallocated
+// (bound or not), and ibv_reg_mr calls made (failed ones included) since the process started.
+extern "C" int softrdma_live_mrs();
+extern "C" int softrdma_live_mws();
+extern "C" long softrdma_reg_mr_calls();

@@ -79,7 +79,8 @@ void close_conn(const std::shared_ptr<Conn>& c) {
 }
 
 void dispatch(const std::shared_ptr<Conn>& c, const WireHdr* h) {
-  if (h->type == Msg::Op || h->type == Msg::Ack || h->type == Msg::Nak || h->type == Msg::ReadResp)
+  if (h->type == Msg::Op || h->type == Msg::Ack || h->type == Msg::Nak ||
+      h->type == Msg::ReadResp || h->type == Msg::Terminate)
     transport_message(c, h);
   else if (loop().hooks)
     loop().hooks->on_message(c, h);

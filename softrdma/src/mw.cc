@@ -2,10 +2,12 @@
 // reach softrdma through the context ops filled here; binds and invalidations themselves are send
 // work requests (verbs.cc) checked against the key space (keys.cc).
 #include <cerrno>
+#include <cstring>
 
 #include "api.h"
 #include "keys.h"
 #include "log.h"
+#include "profile.h"
 
 namespace softrdma {
 namespace {
@@ -13,6 +15,13 @@ namespace {
 ibv_mw* alloc_mw(ibv_pd* pd, ibv_mw_type type) {
   if (type != IBV_MW_TYPE_1 && type != IBV_MW_TYPE_2) {
     errno = EINVAL;
+    return nullptr;
+  }
+  // The profile's provider may have no windows (siw; bnxt_re's library lacks the verb although
+  // its kernel driver advertises type 2B) or only type 1 (cxgb4's kernel refuses type 2).
+  if (int err = type == IBV_MW_TYPE_1 ? profile().mw_type1_errno : profile().mw_type2_errno) {
+    log_debug("ibv_alloc_mw type %d: %s under profile %s", type, strerror(err), profile().name);
+    errno = err;
     return nullptr;
   }
   auto* mw = new Mw();

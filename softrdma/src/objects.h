@@ -59,16 +59,30 @@ struct Mw {
   bool destroyed = false;
 };
 
+// A completion queue entry, and the work queue slots that polling it frees: hardware frees a send
+// queue slot only when the application polls a completion at or after it (an unsignaled work
+// request's slot waits for a later signaled one), and a receive slot when its completion is
+// polled. Strict mode refuses posts to a queue whose slots are all taken (ENOMEM).
+struct Cqe {
+  ibv_wc wc;
+  Qp* qp = nullptr;
+  int send_slots = 0;
+  int recv_slots = 0;
+};
+
 struct Cq {
   ibv_cq pub;
   std::mutex mu;
-  std::deque<ibv_wc> entries;
+  std::deque<Cqe> entries;
   // A futex word bumped by every push, and the number of threads sleeping on it in ibv_poll_cq.
   std::atomic<uint32_t> pushes{0};
   std::atomic<int> sleepers{0};
   // Live QPs that use this CQ (once per role): ibv_destroy_cq fails with EBUSY while any remain.
   std::atomic<int> qps{0};
+  // The QPs using this CQ, each once (strict mode moves them to error when the CQ overruns).
+  std::vector<Qp*> users;
   int capacity;
+  bool overrun = false;  // strict mode: more completions than capacity arrived; it takes no more
   bool armed = false;
   bool destroyed = false;
   bool warned = false;
@@ -111,6 +125,17 @@ struct Qp {
   // A SEND waits on the connection for a receive (set when one is parked, cleared by the
   // conn_kick that finds none): only then does post_recv need to retry them.
   bool rnr_waiting = false;
+  // Work queue slots taken (posted, and not yet freed by a polled completion; see Cqe), and
+  // unsignaled send work requests done since the last send completion, whose slots the next one
+  // frees.
+  std::atomic<int> send_slots{0};
+  std::atomic<int> recv_slots{0};
+  int sq_retired_silently = 0;
+  // iWARP profiles, passive side: MPA lets the side that accepted send nothing before the first
+  // message from the side that connected arrives; what is posted before is held here, in order.
+  // Set and cleared under mu; read without it by the loop thread's check of every operation.
+  std::atomic<bool> await_peer_first{false};
+  std::vector<uint8_t> await_held;
 };
 
 // The object behind a public handle (see the contract above).
@@ -119,8 +144,11 @@ T* impl(P* p) {
   return static_cast<T*>(static_cast<void*>(p));
 }
 
-// Completion queue entry helpers: push and wake the completion channel when armed.
-void cq_push(Cq* cq, const ibv_wc& wc);
+enum class WorkQueue { Send, Recv };
+// Completion queue entry helpers: push and wake the completion channel when armed. The completion
+// belongs to `qp`'s send or receive queue, whose slots polling it frees (see Cqe). Caller holds
+// qp->mu.
+void cq_push(Cq* cq, const ibv_wc& wc, Qp* qp, WorkQueue q);
 // While a CompletionBatch is open on a thread, the completions that thread's cq_push calls make
 // are held, and appear in their CQs (with their completion events) in order when it closes. The
 // loop thread holds those of a whole socket read until it has acknowledged the operations read:

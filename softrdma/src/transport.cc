@@ -15,6 +15,7 @@
 #include "keys.h"
 #include "log.h"
 #include "pcap.h"
+#include "profile.h"
 #include "strict.h"
 
 namespace softrdma {
@@ -140,6 +141,18 @@ Outcome respond(const std::shared_ptr<Conn>& c, const WireOp* op) {
     responder_error(qp, IBV_EVENT_QP_REQ_ERR);
     return Outcome::Done;
   }
+  if (qp->rq.empty() && profile().transport == Transport::Iwarp) {
+    // iWARP has no RNR: an untagged message with no buffer posted is a DDP error (no buffer for
+    // that MSN); the responder terminates the stream. The requester's SEND has already completed
+    // (iWARP completes a send once the transport took it), so the Terminate acknowledges it.
+    log_debug("qp %u: SEND with no receive posted: iWARP terminates the connection",
+              qp->pub.qp_num);
+    WireAck t{{Msg::Terminate, sizeof(WireAck)}, op->psn, IBV_WC_WR_FLUSH_ERR};
+    c->send(&t, sizeof t);
+    responder_error(qp, IBV_EVENT_QP_FATAL);
+    c->cut();
+    return Outcome::Done;
+  }
   if (qp->rq.empty()) {
     if (op->rnr_retry == 0) {
       send_nak(c, op->psn, IBV_WC_RNR_RETRY_EXC_ERR);
@@ -166,7 +179,7 @@ Outcome respond(const std::shared_ptr<Conn>& c, const WireOp* op) {
     if (op->total_len > cap) {
       wc.status = IBV_WC_LOC_LEN_ERR;
       strict_poison_error(&wc);
-      cq_push(cq, wc);
+      cq_push(cq, wc, qp, WorkQueue::Recv);
       send_nak(c, op->psn, IBV_WC_REM_INV_REQ_ERR);
       qp_fail_locked(qp, IBV_WC_WR_FLUSH_ERR);
       return Outcome::Done;
@@ -174,7 +187,7 @@ Outcome respond(const std::shared_ptr<Conn>& c, const WireOp* op) {
     if (!move(c, local, nlocal, op, false)) {
       wc.status = IBV_WC_LOC_PROT_ERR;
       strict_poison_error(&wc);
-      cq_push(cq, wc);
+      cq_push(cq, wc, qp, WorkQueue::Recv);
       send_nak(c, op->psn, IBV_WC_REM_OP_ERR);
       qp_fail_locked(qp, IBV_WC_WR_FLUSH_ERR);
       return Outcome::Done;
@@ -193,7 +206,7 @@ Outcome respond(const std::shared_ptr<Conn>& c, const WireOp* op) {
                 op->imm);
       wc.status = IBV_WC_REM_INV_REQ_ERR;
       strict_poison_error(&wc);
-      cq_push(cq, wc);
+      cq_push(cq, wc, qp, WorkQueue::Recv);
       qp_fail_locked(qp, IBV_WC_WR_FLUSH_ERR);
       return Outcome::Done;
     }
@@ -205,7 +218,7 @@ Outcome respond(const std::shared_ptr<Conn>& c, const WireOp* op) {
       pcap_request(op, qp->remote_qpn, qp->pub.qp_num, local, nlocal);
     pcap_response(op, qp->pub.qp_num, qp->remote_qpn, nullptr, 0, 0);
   }
-  cq_push(cq, wc);
+  cq_push(cq, wc, qp, WorkQueue::Recv);
   return Outcome::Done;
 }
 
@@ -252,6 +265,17 @@ void rnr_head_changed(const std::shared_ptr<Conn>& c) {
   set_rnr_timer(*c, rnr_timer_us(c->qp->attr.min_rnr_timer));
 }
 
+// iWARP, passive side: the active side has spoken, so what the application posted before goes out.
+void release_awaiting(const std::shared_ptr<Conn>& c) {
+  Qp* qp = c->qp;
+  if (!qp || !qp->await_peer_first.load()) return;
+  std::lock_guard g(qp->mu);
+  if (!qp->await_peer_first.load()) return;
+  qp->await_peer_first = false;
+  if (!qp->await_held.empty()) c->send(qp->await_held.data(), qp->await_held.size());
+  qp->await_held.clear();
+}
+
 void handle_op(const std::shared_ptr<Conn>& c, const WireOp* op) {
   size_t need = sizeof(WireOp) + op->num_sge * sizeof(WireSge);
   if (op->pushed && op->opcode != IBV_WR_RDMA_READ) need += op->total_len;
@@ -260,6 +284,7 @@ void handle_op(const std::shared_ptr<Conn>& c, const WireOp* op) {
     return;
   }
   if (op->psn > c->seen_psn) c->seen_psn = op->psn;
+  release_awaiting(c);
   if ((!c->rnr_parked.empty() && is_recv_consumer(op->opcode)) ||
       respond(c, op) == Outcome::Parked) {
     const auto* b = reinterpret_cast<const uint8_t*>(op);
@@ -267,6 +292,17 @@ void handle_op(const std::shared_ptr<Conn>& c, const WireOp* op) {
     if (c->rnr_parked.size() == 1) rnr_head_changed(c);
   }
   c->done_psn = c->rnr_parked.empty() ? c->seen_psn : first_parked_psn(*c) - 1;
+}
+
+// The responder terminated the connection at `psn` (iWARP): everything up to it is done, the rest
+// flushes; the socket closing next reports the disconnect.
+void handle_terminate(const std::shared_ptr<Conn>& c, const WireAck* t) {
+  Qp* qp = c->qp;
+  if (!qp) return;
+  std::lock_guard g(qp->mu);
+  if (qp->attr.qp_state == IBV_QPS_ERR) return;
+  while (!qp->sq.empty() && qp->sq.front().psn <= t->psn) sq_complete_front(qp, IBV_WC_SUCCESS);
+  qp_fail_locked(qp, IBV_WC_WR_FLUSH_ERR);
 }
 
 void handle_ack(const std::shared_ptr<Conn>& c, const WireAck* a, bool nak) {
@@ -301,14 +337,17 @@ void handle_ack(const std::shared_ptr<Conn>& c, const WireAck* a, bool nak) {
 void sq_complete_front(Qp* qp, ibv_wc_status st) {
   SendWqe w = qp->sq.front();
   qp->sq.pop_front();
-  if (!w.signaled && st == IBV_WC_SUCCESS) return;
+  if (!w.signaled && st == IBV_WC_SUCCESS) {
+    qp->sq_retired_silently++;  // its slot is freed by the next completion polled
+    return;
+  }
   ibv_wc wc = base_wc(qp, w.wr_id, st);
   if (st == IBV_WC_SUCCESS) {
     wc.opcode = w.opcode;
     wc.byte_len = w.opcode == IBV_WC_RDMA_READ ? w.byte_len : 0;
   } else
     strict_poison_error(&wc);
-  cq_push(static_cast<Cq*>(static_cast<void*>(qp->pub.send_cq)), wc);
+  cq_push(static_cast<Cq*>(static_cast<void*>(qp->pub.send_cq)), wc, qp, WorkQueue::Send);
 }
 
 // Scatters fallback READ data into the requester's SGEs of that work request.
@@ -339,6 +378,9 @@ void transport_message(const std::shared_ptr<Conn>& c, const WireHdr* msg) {
       break;
     case Msg::Op:
       handle_op(c, reinterpret_cast<const WireOp*>(msg));
+      break;
+    case Msg::Terminate:
+      if (msg->len >= sizeof(WireAck)) handle_terminate(c, reinterpret_cast<const WireAck*>(msg));
       break;
     case Msg::Ack:
     case Msg::Nak:

@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <chrono>
 #include <cstring>
 #include <random>
 
@@ -17,6 +18,7 @@
 #include "keys.h"
 #include "log.h"
 #include "objects.h"
+#include "profile.h"
 #include "strict.h"
 
 #undef ibv_reg_mr
@@ -42,18 +44,49 @@ static void cq_changed(Cq* cq) {
 }
 
 // The completions held by this thread's open CompletionBatch (null while none is open).
-static thread_local std::vector<std::pair<Cq*, ibv_wc>>* held_completions = nullptr;
+static thread_local std::vector<std::pair<Cq*, Cqe>>* held_completions = nullptr;
+
+// A CQ overrun (strict mode), as hardware reports it: IBV_EVENT_CQ_ERR on the async fd, and every
+// QP using the CQ goes to error. The QPs are failed from the loop thread: the completion that
+// overran may be pushed with one QP's lock held, and taking the others' there could deadlock.
+static void cq_overrun(Cq* cq, std::vector<Qp*> users) {
+  log_warn("CQ %p overrun: more than its %d entries unpolled (IBV_EVENT_CQ_ERR)",
+           static_cast<void*>(cq), cq->capacity);
+  ibv_async_event ae{};
+  ae.element.cq = &cq->pub;
+  ae.event_type = IBV_EVENT_CQ_ERR;
+  post_async_event(ae);
+  loop_after(std::chrono::milliseconds(0), [users = std::move(users)] {
+    for (Qp* qp : users) {
+      std::lock_guard g(qp->mu);
+      if (!qp->destroyed && qp->attr.qp_state != IBV_QPS_ERR) {
+        qp_fail_locked(qp, IBV_WC_WR_FLUSH_ERR);
+        qp->pub.state = IBV_QPS_ERR;
+      }
+    }
+  });
+}
 
 // Adds n completions to cq and raises its completion event if armed; the caller wakes pollers
 // (cq_changed). The event's eventfd write, which wakes the channel's reader, is the slow part, so
 // it happens outside the CQ's lock: the application's ibv_poll_cq and ibv_req_notify_cq need that
 // lock meanwhile. Channel::signalling keeps the channel's fd open until the write is done.
-static void cq_add(Cq* cq, const ibv_wc* wc, size_t n) {
+static void cq_add(Cq* cq, const Cqe* e, size_t n) {
   Channel* ch = nullptr;
   {
-    std::lock_guard g(cq->mu);
-    if (cq->destroyed) return;
-    cq->entries.insert(cq->entries.end(), wc, wc + n);
+    std::unique_lock g(cq->mu);
+    if (cq->destroyed || cq->overrun) return;
+    if (strict_mode() && cq->entries.size() + n > static_cast<size_t>(cq->capacity)) {
+      // What still fits goes in; the first completion beyond overruns the CQ.
+      const size_t room = static_cast<size_t>(cq->capacity) - cq->entries.size();
+      cq->entries.insert(cq->entries.end(), e, e + room);
+      cq->overrun = true;
+      std::vector<Qp*> users = cq->users;
+      g.unlock();
+      cq_overrun(cq, std::move(users));
+      return;
+    }
+    cq->entries.insert(cq->entries.end(), e, e + n);
     if (!cq->armed || !cq->pub.channel) return;
     cq->armed = false;
     ch = impl<Channel>(cq->pub.channel);
@@ -66,17 +99,24 @@ static void cq_add(Cq* cq, const ibv_wc* wc, size_t n) {
   ch->signalling--;
 }
 
-void cq_push(Cq* cq, const ibv_wc& wc) {
+void cq_push(Cq* cq, const ibv_wc& wc, Qp* qp, WorkQueue q) {
+  Cqe e{wc, qp, 0, 0};
+  if (q == WorkQueue::Recv) {
+    e.recv_slots = 1;
+  } else {
+    e.send_slots = qp->sq_retired_silently + 1;
+    qp->sq_retired_silently = 0;
+  }
   if (held_completions) {
-    held_completions->push_back({cq, wc});
+    held_completions->push_back({cq, e});
     return;
   }
-  cq_add(cq, &wc, 1);
+  cq_add(cq, &e, 1);
   cq_changed(cq);
 }
 
 CompletionBatch::CompletionBatch() {
-  static thread_local std::vector<std::pair<Cq*, ibv_wc>> held;
+  static thread_local std::vector<std::pair<Cq*, Cqe>> held;
   if (held_completions) return;  // an outer batch on this thread holds them
   outer_ = true;
   held.clear();
@@ -93,7 +133,7 @@ void release_held_completions() {
   if (!held_completions || held_completions->empty()) return;
   // One lock of the CQ per run of completions for it, and one wake-up per CQ for the whole
   // batch, after all of them: a thread sleeping in ibv_poll_cq needs only one.
-  static thread_local std::vector<ibv_wc> run;
+  static thread_local std::vector<Cqe> run;
   static thread_local std::vector<Cq*> changed;
   changed.clear();
   const auto& held = *held_completions;
@@ -121,7 +161,7 @@ void qp_fail_locked(Qp* qp, ibv_wc_status status, bool newest_failed) {
         &w == (newest_failed ? &qp->sq.back() : &qp->sq.front()) ? status : IBV_WC_WR_FLUSH_ERR;
     wc.qp_num = qp->pub.qp_num;
     strict_poison_error(&wc);
-    cq_push(scq, wc);
+    cq_push(scq, wc, qp, WorkQueue::Send);
   }
   qp->sq.clear();
   for (auto& r : qp->rq) {
@@ -131,13 +171,13 @@ void qp_fail_locked(Qp* qp, ibv_wc_status status, bool newest_failed) {
     wc.opcode = IBV_WC_RECV;
     wc.qp_num = qp->pub.qp_num;
     strict_poison_error(&wc);
-    cq_push(rcq, wc);
+    cq_push(rcq, wc, qp, WorkQueue::Recv);
   }
   qp->rq.clear();
 }
 
 void qp_attach(ibv_qp* q, const std::shared_ptr<Conn>& c, uint32_t remote_qpn, uint8_t rnr_retry,
-               const ReadDepths& depths) {
+               const ReadDepths& depths, bool passive) {
   Qp* qp = impl<Qp>(q);
   {
     std::lock_guard g(c->mu);
@@ -152,6 +192,9 @@ void qp_attach(ibv_qp* q, const std::shared_ptr<Conn>& c, uint32_t remote_qpn, u
   qp->attr.max_dest_rd_atomic = depths.responder_resources;
   qp->peer_max_dest_rd_atomic = depths.peer_responder_resources;
   qp->attr.qp_state = IBV_QPS_RTS;
+  // MPA (RFC 5044, 7.1): the side that accepted may send only once the other side's first message
+  // arrived. softrdma holds what it posts until then rather than failing the connection.
+  qp->await_peer_first = passive && profile().transport == Transport::Iwarp;
 }
 
 void qp_disconnected(ibv_qp* q, ibv_wc_status status) {
@@ -178,7 +221,10 @@ int poll_cq_locked(ibv_cq* c, int n, ibv_wc* wc) {
   }
   int i = 0;
   for (; i < n && !cq->entries.empty(); i++) {
-    wc[i] = cq->entries.front();
+    const Cqe& e = cq->entries.front();
+    wc[i] = e.wc;
+    if (e.send_slots) e.qp->send_slots -= e.send_slots;
+    if (e.recv_slots) e.qp->recv_slots -= e.recv_slots;
     cq->entries.pop_front();
   }
   return i;
@@ -261,12 +307,19 @@ void post_local(Qp* qp, const ibv_send_wr& wr, SendWqe w) {
     sq_complete_front(qp, IBV_WC_SUCCESS);
 }
 
-// Local keys must name a live MR covering the SGE with the access the operation needs.
-bool sge_ok(Qp* qp, const ibv_sge& s, bool local_write) {
+// Local keys must name a live MR covering the SGE with the access the operation needs. On iWARP
+// an RDMA READ's data arrives as a tagged write into the requester's buffer, named by its key
+// (RDMAP's sink STag), so that MR needs IBV_ACCESS_REMOTE_WRITE too.
+bool sge_ok(Qp* qp, const ibv_sge& s, bool local_write, bool read_sink = false) {
   if (s.length == 0) return true;
   Mr* mr = mr_by_lkey(s.lkey);
   if (!mr || mr->destroyed || &mr->pd->pub != qp->pub.pd) return false;
   if (local_write && !(mr->access & IBV_ACCESS_LOCAL_WRITE)) return false;
+  if (read_sink && profile().transport == Transport::Iwarp &&
+      !(mr->access & IBV_ACCESS_REMOTE_WRITE)) {
+    log_debug("qp %u: an iWARP RDMA READ sink needs IBV_ACCESS_REMOTE_WRITE", qp->pub.qp_num);
+    return false;
+  }
   uint64_t start = reinterpret_cast<uintptr_t>(mr->pub.addr);
   return s.addr >= start && s.length <= mr->pub.length &&
          s.addr - start <= mr->pub.length - s.length;
@@ -299,9 +352,17 @@ int post_send_locked(Qp* qp, ibv_send_wr* wr, ibv_send_wr** bad, std::vector<uin
   for (; wr; wr = wr->next) {
     if (qp->destroyed || qp->attr.qp_state < IBV_QPS_RTS || !supported(wr->opcode) ||
         wr->num_sge < 0 || static_cast<uint32_t>(wr->num_sge) > qp->init.cap.max_send_sge ||
-        (wr->opcode == IBV_WR_BIND_MW && !wr->bind_mw.mw)) {
+        (wr->opcode == IBV_WR_BIND_MW && !wr->bind_mw.mw) ||
+        (wr->opcode == IBV_WR_RDMA_READ && profile().check_caps &&
+         wr->num_sge > profile().max_sge_rd)) {
       *bad = wr;
       return EINVAL;
+    }
+    if (strict_mode() && qp->send_slots >= static_cast<int>(qp->init.cap.max_send_wr)) {
+      log_debug("qp %u: send queue full (%u work requests)", qp->pub.qp_num,
+                qp->init.cap.max_send_wr);
+      *bad = wr;
+      return ENOMEM;
     }
     bool local = is_local(wr->opcode);
     bool is_inline = (wr->send_flags & IBV_SEND_INLINE) && wr->opcode != IBV_WR_RDMA_READ && !local;
@@ -314,6 +375,7 @@ int post_send_locked(Qp* qp, ibv_send_wr* wr, ibv_send_wr** bad, std::vector<uin
     bool signaled = qp->init.sq_sig_all || (wr->send_flags & IBV_SEND_SIGNALED);
     uint32_t psn = local ? qp->next_psn - 1 : qp->next_psn++;
     SendWqe w{wr->wr_id, psn, wc_opcode(wr->opcode), static_cast<uint32_t>(total), signaled, {}};
+    qp->send_slots++;
     if (qp->attr.qp_state == IBV_QPS_ERR || !qp->conn) {
       qp->sq.push_back(std::move(w));
       qp_fail_locked(qp, IBV_WC_WR_FLUSH_ERR);
@@ -334,7 +396,8 @@ int post_send_locked(Qp* qp, ibv_send_wr* wr, ibv_send_wr** bad, std::vector<uin
     bool lk_ok = true;
     if (!is_inline)
       for (int i = 0; i < wr->num_sge; i++)
-        lk_ok = lk_ok && sge_ok(qp, wr->sg_list[i], wr->opcode == IBV_WR_RDMA_READ);
+        lk_ok = lk_ok && sge_ok(qp, wr->sg_list[i], wr->opcode == IBV_WR_RDMA_READ,
+                                wr->opcode == IBV_WR_RDMA_READ);
     if (!lk_ok) {
       qp->sq.push_back(std::move(w));
       qp_fail_locked(qp, IBV_WC_LOC_PROT_ERR, true);
@@ -405,6 +468,10 @@ int post_send(ibv_qp* q, ibv_send_wr* wr, ibv_send_wr** bad) {
   std::unique_lock g(qp->mu);
   const int rc = post_send_locked(qp, wr, bad, msg);
   if (msg.empty() || !qp->conn) return rc;
+  if (qp->await_peer_first.load()) {
+    qp->await_held.insert(qp->await_held.end(), msg.begin(), msg.end());
+    return rc;
+  }
   std::shared_ptr<Conn> c = qp->conn;
   std::lock_guard out(c->out_mu);
   g.unlock();
@@ -423,6 +490,13 @@ int post_recv(ibv_qp* q, ibv_recv_wr* wr, ibv_recv_wr** bad) {
         *bad = wr;
         return EINVAL;
       }
+      if (strict_mode() && qp->recv_slots >= static_cast<int>(qp->init.cap.max_recv_wr)) {
+        log_debug("qp %u: receive queue full (%u work requests)", qp->pub.qp_num,
+                  qp->init.cap.max_recv_wr);
+        *bad = wr;
+        return ENOMEM;
+      }
+      qp->recv_slots++;
       RecvWqe r{wr->wr_id, {wr->sg_list, wr->sg_list + wr->num_sge}};
       bool ok = true;
       for (auto& s : r.sge) ok = ok && sge_ok(qp, s, true);
@@ -433,6 +507,19 @@ int post_recv(ibv_qp* q, ibv_recv_wr* wr, ibv_recv_wr** bad) {
   }
   if (c) conn_kick(c);
   return 0;
+}
+
+std::atomic<long> reg_mr_calls{0};
+
+// What a registration costs on the profile's NIC (SOFTRDMA_REG_MR_US): pinning the pages and a
+// firmware command, tens of microseconds on hardware. Spent busy, as the kernel spends most of
+// it: a sleep this short would overshoot by the timer slack (50 us by default).
+void registration_cost() {
+  const unsigned us = reg_mr_cost_us();
+  if (us == 0) return;
+  const auto end = std::chrono::steady_clock::now() + std::chrono::microseconds(us);
+  while (std::chrono::steady_clock::now() < end) {
+  }
 }
 
 }  // namespace
@@ -470,6 +557,8 @@ int ibv_dealloc_pd(ibv_pd* pd) {
 }
 
 ibv_mr* ibv_reg_mr(ibv_pd* pd, void* addr, size_t length, int access) {
+  reg_mr_calls++;
+  registration_cost();
   if ((access & (IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_ATOMIC)) &&
       !(access & IBV_ACCESS_LOCAL_WRITE)) {
     errno = EINVAL;
@@ -506,6 +595,7 @@ ibv_mr* ibv_reg_mr_iova(ibv_pd* pd, void* addr, size_t length, uint64_t iova, in
 }
 
 int ibv_dereg_mr(ibv_mr* m) {
+  registration_cost();
   return mr_deregister(impl<Mr>(m));
 }
 
@@ -526,6 +616,10 @@ int ibv_destroy_comp_channel(ibv_comp_channel* ch) {
 }
 
 ibv_cq* ibv_create_cq(ibv_context* ctx, int cqe, void* cq_context, ibv_comp_channel* ch, int) {
+  if (profile().check_caps && (cqe < 1 || cqe > profile().max_cqe)) {
+    errno = EINVAL;
+    return nullptr;
+  }
   auto* cq = new Cq();
   cq->pub.context = ctx;
   cq->pub.channel = ch;
@@ -572,14 +666,56 @@ int ibv_get_cq_event(ibv_comp_channel* ch, ibv_cq** cq, void** cq_context) {
 
 void ibv_ack_cq_events(ibv_cq*, unsigned) {}
 
+// The max_inline_data the profile's provider grants for `cap`, or -1 if it refuses the QP.
+static int granted_inline(const ibv_qp_cap& cap) {
+  const Profile& p = profile();
+  const uint32_t asked = cap.max_inline_data;
+  switch (p.inline_rule) {
+    case InlineRule::Historic:
+      return static_cast<int>(std::clamp<uint32_t>(asked, 64, 1024));
+    case InlineRule::Refuse:
+      return asked > p.max_inline ? -1 : static_cast<int>(asked);
+    case InlineRule::Clamp:
+      return static_cast<int>(p.max_inline);
+    case InlineRule::Mlx5: {
+      // An RC send WQE holds a 32-byte control and address part, then either the gather list or
+      // a 4-byte inline header and the data, in 64-byte units; whatever the unit leaves over is
+      // granted as inline data too. Beyond the largest WQE (1024 bytes) the kernel refuses.
+      if (asked > p.max_inline) return -1;
+      const uint32_t gather = 32 + 16 * cap.max_send_sge;
+      const uint32_t inl = asked ? 36 + asked : 0;
+      return static_cast<int>((std::max(gather, inl) + 63) / 64 * 64 - 36);
+    }
+  }
+  return -1;
+}
+
 ibv_qp* ibv_create_qp(ibv_pd* pd, ibv_qp_init_attr* attr) {
-  if (attr->qp_type != IBV_QPT_RC || !attr->send_cq || !attr->recv_cq || attr->srq) {
+  if (attr->qp_type != IBV_QPT_RC || !attr->send_cq || !attr->recv_cq || attr->srq ||
+      !profile().rc) {
     errno = EOPNOTSUPP;
     return nullptr;
   }
+  const Profile& p = profile();
+  const ibv_qp_cap& cap = attr->cap;
+  const int max_wr = p.max_qp_wr, max_sge = p.max_sge;
+  if (p.check_caps && (cap.max_send_wr > static_cast<uint32_t>(max_wr) ||
+                       cap.max_recv_wr > static_cast<uint32_t>(max_wr) ||
+                       cap.max_send_sge > static_cast<uint32_t>(max_sge) ||
+                       cap.max_recv_sge > static_cast<uint32_t>(max_sge))) {
+    log_debug("ibv_create_qp: caps beyond profile %s's limits", p.name);
+    errno = EINVAL;
+    return nullptr;
+  }
+  const int inline_data = granted_inline(cap);
+  if (inline_data < 0) {
+    log_debug("ibv_create_qp: max_inline_data %u beyond profile %s's %u", cap.max_inline_data,
+              p.name, p.max_inline);
+    errno = EINVAL;
+    return nullptr;
+  }
   auto* qp = new Qp();
-  if (attr->cap.max_inline_data < 64) attr->cap.max_inline_data = 64;
-  if (attr->cap.max_inline_data > 1024) attr->cap.max_inline_data = 1024;
+  attr->cap.max_inline_data = static_cast<uint32_t>(inline_data);
   qp->init = *attr;
   qp->pub.context = pd->context;
   qp->pub.qp_context = attr->qp_context;
@@ -596,8 +732,13 @@ ibv_qp* ibv_create_qp(ibv_pd* pd, ibv_qp_init_attr* attr) {
   qp->attr.cap = attr->cap;
   qp->attr.path_mtu = IBV_MTU_4096;
   impl<Pd>(pd)->users++;
-  impl<Cq>(attr->send_cq)->qps++;
-  impl<Cq>(attr->recv_cq)->qps++;
+  for (ibv_cq* c : {attr->send_cq, attr->recv_cq}) {
+    Cq* cq = impl<Cq>(c);
+    cq->qps++;
+    std::lock_guard g(cq->mu);
+    if (std::find(cq->users.begin(), cq->users.end(), qp) == cq->users.end())
+      cq->users.push_back(qp);
+  }
   log_debug("ibv_create_qp -> qpn %u", qp->pub.qp_num);
   return &qp->pub;
 }
@@ -617,6 +758,9 @@ int ibv_modify_qp(ibv_qp* q, ibv_qp_attr* attr, int mask) {
     } else if (attr->qp_state == IBV_QPS_RESET) {
       qp->sq.clear();
       qp->rq.clear();
+      qp->send_slots = 0;
+      qp->recv_slots = 0;
+      qp->sq_retired_silently = 0;
       qp->attr.qp_state = IBV_QPS_RESET;
     } else if (qp->attr.qp_state != IBV_QPS_ERR) {
       qp->attr.qp_state = attr->qp_state;
@@ -642,8 +786,12 @@ int ibv_destroy_qp(ibv_qp* q) {
     if (qp->destroyed) return 0;
     qp->destroyed = true;
     impl<Pd>(q->pd)->users--;
-    impl<Cq>(qp->init.send_cq)->qps--;
-    impl<Cq>(qp->init.recv_cq)->qps--;
+    for (ibv_cq* used : {qp->init.send_cq, qp->init.recv_cq}) {
+      Cq* cq = impl<Cq>(used);
+      cq->qps--;
+      std::lock_guard cg(cq->mu);
+      std::erase(cq->users, qp);
+    }
     qp->sq.clear();
     qp->rq.clear();
     c = std::move(qp->conn);
@@ -653,6 +801,10 @@ int ibv_destroy_qp(ibv_qp* q) {
     c->qp = nullptr;
   }
   return 0;
+}
+
+long softrdma_reg_mr_calls() {
+  return reg_mr_calls.load();
 }
 
 const char* ibv_wc_status_str(ibv_wc_status status) {

@@ -28,7 +28,7 @@ inline std::string tcp_greeting() {
   return g;
 }
 
-enum class Msg : uint32_t { Req = 1, Rep, Rtu, Rej, Dreq, Op, Ack, Nak, ReadResp };
+enum class Msg : uint32_t { Req = 1, Rep, Rtu, Rej, Dreq, Op, Ack, Nak, ReadResp, Terminate };
 
 struct WireHdr {
   Msg type;
@@ -85,7 +85,9 @@ struct WireReadResp {  // RDMA READ data for the requester's SGEs of `psn` (fall
   uint8_t data[];
 };
 
-struct WireAck {  // ACK: every PSN up to `psn` done. NAK: `psn` failed with `status`.
+// ACK: every PSN up to `psn` done. NAK: `psn` failed with `status`. Terminate (iWARP): every PSN
+// up to `psn` done, and the responder ends the connection (the rest flushes).
+struct WireAck {
   WireHdr hdr;
   uint32_t psn;
   uint32_t status;

@@ -25,7 +25,7 @@ bool VerbsPair::setup_side(Side& s, rdma_cm_id* id, int access) {
   s.id = id;
   s.pd = s.shared_pd ? s.shared_pd : ibv_alloc_pd(id->verbs);
   s.ch = ibv_create_comp_channel(id->verbs);
-  s.cq = ibv_create_cq(id->verbs, 256, nullptr, s.ch, 0);
+  s.cq = ibv_create_cq(id->verbs, cqe, nullptr, s.ch, 0);
   s.mr = ibv_reg_mr(s.pd, s.buf.data(), s.buf.size(), access);
   ibv_qp_init_attr qa{};
   qa.send_cq = qa.recv_cq = s.cq;
@@ -65,6 +65,7 @@ bool VerbsPair::connect(uint8_t rnr_retry, int mr_access) {
   cp.private_data_len = accept_pdata.size();
   cp.responder_resources = b_responder_resources;
   cp.initiator_depth = 4;
+  if (b_rnr_retry >= 0) cp.rnr_retry_count = static_cast<uint8_t>(b_rnr_retry);
   if (rdma_accept(b.id, &cp)) return false;
   // Either side's ESTABLISHED may come first.
   return next_event(RDMA_CM_EVENT_ESTABLISHED) && next_event(RDMA_CM_EVENT_ESTABLISHED);

@@ -59,10 +59,13 @@ class VerbsPair {
   // are 4).
   uint8_t a_initiator_depth = 4;
   uint8_t b_responder_resources = 4;
+  // The rnr_retry_count b accepts with (-1: connect()'s), and each side's CQ depth.
+  int b_rnr_retry = -1;
+  int cqe = 256;
 
   // Waits up to 5 s for the next CM event; its fields are copied into `last`.
   bool next_event(rdma_cm_event_type want, int status = 0);
-  // Listens, connects a to b with the given rnr_retry for both sides, and accepts.
+  // Listens, connects a to b with the given rnr_retry (b: b_rnr_retry if set), and accepts.
   bool connect(uint8_t rnr_retry = 7, int mr_access = IBV_ACCESS_LOCAL_WRITE |
                                                       IBV_ACCESS_REMOTE_WRITE |
                                                       IBV_ACCESS_REMOTE_READ);
