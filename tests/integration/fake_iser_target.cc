@@ -118,7 +118,9 @@ bool FakeIserTarget::Accept() {
   qp.cap.max_send_sge = 1;
   qp.cap.max_recv_sge = 1;
   if (pd_ == nullptr || cq_ == nullptr || rdma_create_qp(id_, pd_, &qp) != 0) return false;
-  mr_ = ibv_reg_mr(pd_, memory_.data(), memory_.size(), static_cast<int>(IBV_ACCESS_LOCAL_WRITE));
+  // REMOTE_WRITE: on iWARP the sink of an RDMA READ needs it.
+  mr_ = ibv_reg_mr(pd_, memory_.data(), memory_.size(),
+                   static_cast<int>(IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE));
   if (mr_ == nullptr) return false;
   for (size_t i = 0; i < kReceives; ++i) PostReceive();
   rdma_conn_param param{};

@@ -16,6 +16,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <cstdlib>
 #include <fstream>
 #include <mutex>
 #include <numeric>
@@ -496,6 +497,18 @@ TEST_F(TargetTest, SessionRunsInIserAssistedMode) {
   EXPECT_EQ(s->params().header_digest, DigestType::kNone);
   EXPECT_EQ(s->params().data_digest, DigestType::kNone);
   EXPECT_NE(s->Describe().find("iSER"), std::string::npos) << s->Describe();
+  // Under a NIC family's profile (tests/integration/CMakeLists.txt, docs/rdma-hardware.md) the
+  // STags come from what that family offers: windows where ibv_alloc_mw gives them (mlx5, rxe),
+  // else the pool, registration being expensive on every NIC (bnxt_re advertises windows and
+  // cannot allocate them: it must connect through the pool).
+  const char* profile = std::getenv("SOFTRDMA_PROFILE");
+  if (profile != nullptr && *profile != '\0') {
+    const std::string p = profile;
+    const std::string want = p == "mlx5" || p == "rxe" ? "slots with memory windows"
+                                                        : "a pool of registered slots";
+    EXPECT_NE(s->stats().datamover.find(want), std::string::npos)
+        << p << ": " << s->stats().datamover;
+  }
   std::string shown;
   ASSERT_EQ(tgt_.Adm("--lld iser --op show --mode target", &shown), 0);
   EXPECT_NE(shown.find(kInitiator), std::string::npos) << "tgtd shows no iSER session:\n" << shown;
