@@ -333,6 +333,7 @@ void Bench::Print(const std::string& target, const SessionStats& session) const 
     Json threads = Json::object();
     for (const auto& [name, seconds] : cpu_by_thread_) threads[name] = seconds;
     const Json report = {{"target", target},
+                         {"connection", session.portal},
                          {"rw", cfg_.rw},
                          {"bs", cfg_.bs},
                          {"qd", cfg_.qd},
@@ -377,6 +378,7 @@ void Bench::Print(const std::string& target, const SessionStats& session) const 
   std::printf("  initiator CPU %.2f s (user %.2f, sys %.2f): %.1f us per I/O, %.1f ms per GiB\n",
               cpu, cpu_user_s_, cpu_sys_s_, cpu_per_io_us, cpu_per_gib_ms);
   std::printf("  CPU by thread: %s\n", threads_text.c_str());
+  std::printf("  connection: %s\n", session.portal.c_str());
   std::printf(
       "  session: %llu recoveries (longest %.1f s), %llu tasks replayed, %llu commands "
       "retried\n",
