@@ -41,7 +41,8 @@ void TcpDatamover::Fail(Status status) {
     Log(LogLevel::kWarning, "connection " + Describe() + ": " + removed.ToString());
   }
   ::shutdown(fd_, SHUT_RDWR);
-  events_->OnConnectionError(status.WithContext("connection " + Describe()));
+  // The session's messages name the datamover (Describe); the cause names the connection.
+  events_->OnConnectionError(status.WithContext("connection TCP " + peer_));
 }
 
 void TcpDatamover::HandleReadable() {

@@ -112,7 +112,8 @@ void UringDatamover::Fail(Status status) {
   StopFraming();
   // The receive and send in flight end with an error or end of file, which is ignored.
   ::shutdown(fd_, SHUT_RDWR);
-  events_->OnConnectionError(status.WithContext("connection " + Describe()));
+  // The session's messages name the datamover (Describe); the cause names the connection.
+  events_->OnConnectionError(status.WithContext("connection TCP " + peer_));
 }
 
 io_uring_sqe* UringDatamover::NextSqe() {
