@@ -5,8 +5,9 @@ namespace where tgtd serves iSER under softrdma.
 A run is a dict: iops, mbs (10^6 bytes/s), ios, cpu (user+sys seconds of the initiator process,
 from the kernel's accounting of the child), own (iser-connect only: its CPU without softrdma's
 thread, which does in the initiator's process what an RDMA NIC does in hardware; None for
-iscsi-perf) and steal (the hypervisor's share of the machine's time during the run,
-bench/machine.py).
+iscsi-perf), steal (the hypervisor's share of the machine's time during the run,
+bench/machine.py) and connection (iser-connect's "TCP HOST:PORT (io_uring)", None from builds
+that do not report it, and for iscsi-perf).
 """
 import argparse
 import json
@@ -85,7 +86,8 @@ def run_ours(cli, url, rw, bs, qd, seconds, initiator=None, env=None):
     d = json.loads(out)
     own = sum(v for k, v in d["cpu_s_by_thread"].items() if k != "softrdma")
     return {"iops": d["iops"], "mbs": d["mib_per_s"] * 1.048576, "ios": d["ios"], "cpu": cpu,
-            "own": own, "steal": steal.percent(), "datamover": d.get("datamover", "")}
+            "own": own, "steal": steal.percent(), "connection": d.get("connection"),
+            "datamover": d.get("datamover", "")}
 
 
 def run_libiscsi(url, rw, bs, qd, seconds, block_size, initiator=None):
@@ -105,4 +107,4 @@ def run_libiscsi(url, rw, bs, qd, seconds, block_size, initiator=None):
         raise RuntimeError((p.stdout + p.stderr).strip().splitlines()[-1:] or ["no output"])
     iops = float(m[-1][0])
     return {"iops": iops, "mbs": iops * bs / 1e6, "ios": iops * seconds, "cpu": cpu, "own": None,
-            "steal": steal.percent()}
+            "steal": steal.percent(), "connection": None}

@@ -333,6 +333,7 @@ void Bench::Print(const std::string& target, const SessionStats& session) const 
     Json threads = Json::object();
     for (const auto& [name, seconds] : cpu_by_thread_) threads[name] = seconds;
     const Json report = {{"target", target},
+                         {"connection", session.portal},
                          {"rw", cfg_.rw},
                          {"bs", cfg_.bs},
                          {"qd", cfg_.qd},
@@ -370,7 +371,6 @@ void Bench::Print(const std::string& target, const SessionStats& session) const 
   }
   std::printf("%s %s QD%u for %.1f s on %s\n", cfg_.rw.c_str(), HumanBytes(cfg_.bs).c_str(),
               cfg_.qd, elapsed_s_, target.c_str());
-  if (!session.datamover.empty()) std::printf("  datamover: %s\n", session.datamover.c_str());
   std::printf("  %.0f IOPS, %.1f MiB/s (%llu reads, %llu writes)\n", iops, mibs,
               static_cast<unsigned long long>(read_ios_.load()),
               static_cast<unsigned long long>(write_ios_.load()));
@@ -379,6 +379,8 @@ void Bench::Print(const std::string& target, const SessionStats& session) const 
   std::printf("  initiator CPU %.2f s (user %.2f, sys %.2f): %.1f us per I/O, %.1f ms per GiB\n",
               cpu, cpu_user_s_, cpu_sys_s_, cpu_per_io_us, cpu_per_gib_ms);
   std::printf("  CPU by thread: %s\n", threads_text.c_str());
+  std::printf("  connection: %s\n", session.portal.c_str());
+  if (!session.datamover.empty()) std::printf("  datamover: %s\n", session.datamover.c_str());
   std::printf(
       "  session: %llu recoveries (longest %.1f s), %llu tasks replayed, %llu commands "
       "retried\n",

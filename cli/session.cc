@@ -27,7 +27,9 @@ void PrintSessions(const Json& sessions, int print_level) {
                 ValueText(s["recoveries"]).c_str(), ValueText(s["commands"]).c_str(),
                 ValueText(s["bytes_read"]).c_str(), ValueText(s["bytes_written"]).c_str());
     if (print_level < 1) continue;
-    std::printf("\tDatamover: %s\n", s.value("datamover", std::string()).c_str());
+    std::printf("\tConnection: %s\n", s.value("connection", std::string()).c_str());
+    const std::string datamover = s.value("datamover", std::string());
+    if (!datamover.empty()) std::printf("\tDatamover: %s\n", datamover.c_str());
     std::printf("\tNegotiated parameters:\n");
     for (const auto& [key, value] : s["parameters"].items()) {
       std::printf("\t\t%s: %s\n", key.c_str(), ValueText(value).c_str());

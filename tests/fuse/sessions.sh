@@ -44,6 +44,9 @@ grep -q "^tcp: .* 127.0.0.1:$TGT_PORT $T1 (logged in)" <<<"$out" || fail "sessio
 grep -q "^tcp: .* 127.0.0.1:$TGT_PORT $T2 (logged in)" <<<"$out" || fail "session lacks $T2"
 grep -qF "$ROOT/$T2/lun2" <<<"$out" || fail "session lacks the file $T2/lun2"
 grep -q "MaxBurstLength: [0-9]" <<<"$out" || fail "session -P 1 lacks the negotiated parameters"
+mover=${ISER_CONNECT_TCP_DATAMOVER:-io_uring}
+grep -qF "Connection: TCP 127.0.0.1:$TGT_PORT ($mover)" <<<"$out" ||
+  fail "session -P 1 does not show the connection over $mover"
 json=$(ic session --json) || fail "session --json"
 python3 - "$json" "$ROOT" "$T1" "$T2" <<'PY' || fail "session --json: $json"
 import json, sys

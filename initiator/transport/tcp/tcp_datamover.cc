@@ -1,184 +1,22 @@
 #include "initiator/transport/tcp/tcp_datamover.h"
 
-#include <fcntl.h>
-#include <netdb.h>
-#include <netinet/in.h>
-#include <netinet/tcp.h>
-#include <poll.h>
 #include <sys/epoll.h>
 #include <sys/socket.h>
-#include <unistd.h>
+#include <sys/uio.h>
 
-#include <algorithm>
 #include <cerrno>
-#include <climits>
 #include <cstring>
 
 #include "initiator/base/log.h"
-#include "initiator/pdu/digest.h"
-#include "initiator/task/task.h"
-#include "initiator/transport/portal.h"
 
 namespace iser {
 
-namespace {
-
-constexpr size_t kStagingSize = 256 * 1024;
-constexpr size_t kMaxFramesPerBatch = 256;
-constexpr size_t kMaxAhsBytes = 1020;  // TotalAHSLength is one byte of 4-byte words
-// Big enough for a PDU-per-command burst at queue depth; grows if ever exceeded.
-constexpr size_t kInitialOutputs = 2048;
-// A data segment at least this long is worth a system call of its own to avoid a copy.
-constexpr uint32_t kLargeSegment = 32 * 1024;
-
-std::string ErrnoText(int err) {
-  return std::strerror(err);
-}
-
-}  // namespace
-
-TcpDatamover::TcpDatamover() = default;
-
 TcpDatamover::~TcpDatamover() {
   Shutdown();
-  if (fd_ >= 0) close(fd_);
-}
-
-Status TcpDatamover::Connect(const Portal& portal, Deadline deadline) {
-  peer_ = portal.ToString();
-  addrinfo hints{};
-  hints.ai_family = AF_UNSPEC;
-  hints.ai_socktype = SOCK_STREAM;
-  hints.ai_flags = AI_NUMERICSERV;
-  addrinfo* list = nullptr;
-  const std::string port = std::to_string(portal.port);
-  const int rc = getaddrinfo(portal.host.c_str(), port.c_str(), &hints, &list);
-  if (rc != 0) {
-    return Status::ConnectionFailed("cannot resolve portal " + peer_ + ": " + gai_strerror(rc));
-  }
-  Status last = Status::ConnectionFailed("no address for portal " + peer_);
-  for (addrinfo* ai = list; ai; ai = ai->ai_next) {
-    const int fd = socket(ai->ai_family, ai->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-    if (fd < 0) {
-      last = Status::ConnectionFailed("socket: " + ErrnoText(errno));
-      continue;
-    }
-    int err = 0;
-    if (connect(fd, ai->ai_addr, ai->ai_addrlen) < 0) {
-      if (errno != EINPROGRESS) {
-        err = errno;
-      } else {
-        Status st = WaitFd(fd, POLLOUT, deadline, "connecting to portal " + peer_);
-        if (!st.ok()) {
-          close(fd);
-          last = st;
-          if (st.code() == StatusCode::kTimeout) break;
-          continue;
-        }
-        socklen_t len = sizeof err;
-        getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len);
-      }
-    }
-    if (err != 0) {
-      close(fd);
-      last = Status::ConnectionFailed("cannot connect to portal " + peer_ + ": " + ErrnoText(err));
-      continue;
-    }
-    const int one = 1;
-    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-    fd_ = fd;
-    last = Status::OK();
-    break;
-  }
-  freeaddrinfo(list);
-  return last;
-}
-
-Status TcpDatamover::SendPdu(const Bhs& bhs, std::span<const uint8_t> data, Deadline deadline) {
-  static const uint8_t kZeros[4] = {};
-  iovec iov[3] = {{const_cast<uint8_t*>(bhs.data()), kBhsLength},
-                  {const_cast<uint8_t*>(data.data()), data.size()},
-                  {const_cast<uint8_t*>(kZeros), PadLength(static_cast<uint32_t>(data.size()))}};
-  size_t idx = 0;
-  while (idx < 3) {
-    if (iov[idx].iov_len == 0) {
-      ++idx;
-      continue;
-    }
-    const ssize_t n = writev(fd_, iov + idx, static_cast<int>(3 - idx));
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      if (errno == EAGAIN) {
-        ISER_RETURN_IF_ERROR(WaitFd(fd_, POLLOUT, deadline, "sending to " + peer_));
-        continue;
-      }
-      return Status::ConnectionFailed("sending " + std::string(OpcodeName(bhs.opcode())) + " to " +
-                                      peer_ + ": " + ErrnoText(errno));
-    }
-    size_t left = static_cast<size_t>(n);
-    while (idx < 3 && left >= iov[idx].iov_len) {
-      left -= iov[idx].iov_len;
-      ++idx;
-    }
-    if (idx < 3) {
-      iov[idx].iov_base = static_cast<uint8_t*>(iov[idx].iov_base) + left;
-      iov[idx].iov_len -= left;
-    }
-  }
-  return Status::OK();
-}
-
-static Status ReadExact(int fd, uint8_t* p, size_t len, Deadline deadline, const std::string& peer,
-                        const char* what) {
-  while (len > 0) {
-    const ssize_t n = read(fd, p, len);
-    if (n > 0) {
-      p += n;
-      len -= static_cast<size_t>(n);
-      continue;
-    }
-    if (n == 0) {
-      return Status::ConnectionFailed(peer + " closed the connection while we waited for " + what);
-    }
-    if (errno == EINTR) continue;
-    if (errno != EAGAIN) {
-      return Status::ConnectionFailed("receiving " + std::string(what) + " from " + peer + ": " +
-                                      ErrnoText(errno));
-    }
-    ISER_RETURN_IF_ERROR(
-        WaitFd(fd, POLLIN, deadline, std::string("waiting for ") + what + " from " + peer));
-  }
-  return Status::OK();
-}
-
-Status TcpDatamover::ReceivePdu(Bhs* bhs, std::vector<uint8_t>* data, Deadline deadline) {
-  ISER_RETURN_IF_ERROR(ReadExact(fd_, bhs->data(), kBhsLength, deadline, peer_, "a PDU header"));
-  Status st = ValidateTargetBhs(*bhs, max_recv_dsl_, kMaxAhsBytes);
-  if (!st.ok()) return st.WithContext("from " + peer_);
-  std::vector<uint8_t> ahs(bhs->total_ahs_bytes());
-  ISER_RETURN_IF_ERROR(ReadExact(fd_, ahs.data(), ahs.size(), deadline, peer_, "an AHS"));
-  const uint32_t dsl = bhs->data_segment_length();
-  data->resize(dsl + PadLength(dsl));
-  ISER_RETURN_IF_ERROR(
-      ReadExact(fd_, data->data(), data->size(), deadline, peer_, "a data segment"));
-  data->resize(dsl);
-  return Status::OK();
-}
-
-Status TcpDatamover::EnterFullFeature(const ConnectionParams& params) {
-  header_digest_ = params.header_digest;
-  data_digest_ = params.data_digest;
-  max_recv_dsl_ = params.initiator_max_recv_data_segment_length;
-  max_send_dsl_ = params.target_max_recv_data_segment_length;
-  return Status::OK();
 }
 
 Status TcpDatamover::Start(DatamoverEvents* events) {
-  events_ = events;
-  staging_.resize(kStagingSize);
-  outputs_.resize(kInitialOutputs);
-  frames_.resize(kMaxFramesPerBatch);
-  iov_.resize(kMaxFramesPerBatch * 3);
+  StartFraming(events);
   ISER_RETURN_IF_ERROR(loop_.Open());
   ISER_RETURN_IF_ERROR(loop_.Add(fd_, EPOLLIN, [this](uint32_t ready) {
     if (!failed_ && (ready & (EPOLLIN | EPOLLERR | EPOLLHUP))) HandleReadable();
@@ -196,295 +34,62 @@ void TcpDatamover::OnRoundEnd() {
 
 void TcpDatamover::Fail(Status status) {
   if (failed_) return;
-  failed_ = true;
+  StopFraming();
   if (Status removed = loop_.Remove(fd_); !removed.ok()) {
     // The socket is shut down next: if it stays in the epoll set it reports a hang-up that no
     // callback takes any more, on every round.
     Log(LogLevel::kWarning, "connection " + Describe() + ": " + removed.ToString());
   }
   ::shutdown(fd_, SHUT_RDWR);
-  out_count_ = 0;
-  iov_count_ = iov_pos_ = 0;
-  events_->OnConnectionError(status.WithContext("connection " + Describe()));
+  // The session's messages name the datamover (Describe); the cause names the connection.
+  events_->OnConnectionError(status.WithContext("connection TCP " + peer_));
 }
 
 void TcpDatamover::HandleReadable() {
   for (;;) {
-    // Consume whatever is complete in the staging buffer.
-    bool progress = true;
-    while (progress && !failed_) {
-      progress = rx_ == Rx::kHeader ? ParseHeader() : ReceiveData();
-    }
+    // Consume whatever is complete in the staging buffer, then read more.
+    ParseReceived();
     if (failed_) return;
-    // Read more: into the task's buffer first when a data segment is pending, then staging.
-    if (rpos_ == rend_) rpos_ = rend_ = 0;
-    if (rx_ == Rx::kHeader && staging_.size() - rend_ < kBhsLength + kMaxAhsBytes + 8) {
-      std::memmove(staging_.data(), staging_.data() + rpos_, rend_ - rpos_);
-      rend_ -= rpos_;
-      rpos_ = 0;
-    }
     iovec iov[2];
-    int iovcnt = 0;
-    size_t direct = 0;
-    if (rx_ == Rx::kData && rpos_ == rend_) {
-      direct = rx_len_ - rx_done_;
-      iov[iovcnt++] = {rx_dst_ + rx_done_, direct};
-      rpos_ = rend_ = 0;
-    }
-    if (rend_ == staging_.size() && rpos_ > 0) {
-      std::memmove(staging_.data(), staging_.data() + rpos_, rend_ - rpos_);
-      rend_ -= rpos_;
-      rpos_ = 0;
-    }
-    // While large segments stream in, read only up to the next header into staging, so their
-    // data lands straight in the task's buffer instead of being copied out of staging.
-    size_t room = staging_.size() - rend_;
-    if (large_segments_) room = std::min(room, kBhsLength + (header_digest_ ? kDigestLength : 0));
-    iov[iovcnt++] = {staging_.data() + rend_, room};
+    const int iovcnt = PlanReceive(iov);
     const ssize_t n = readv(fd_, iov, iovcnt);
     if (n < 0) {
       if (errno == EINTR) continue;
       if (errno == EAGAIN) return;
-      Fail(Status::ConnectionFailed("receive failed: " + ErrnoText(errno)));
+      Fail(Status::ConnectionFailed(std::string("receive failed: ") + std::strerror(errno)));
       return;
     }
     if (n == 0) {
       Fail(Status::ConnectionFailed("the target closed the connection"));
       return;
     }
-    size_t got = static_cast<size_t>(n);
-    const bool drained = got < direct + iov[iovcnt - 1].iov_len;
-    if (direct > 0) {
-      const size_t into_task = std::min(got, direct);
-      if (data_digest_) rx_crc_ = Crc32cExtend(rx_crc_, rx_dst_ + rx_done_, into_task);
-      rx_done_ += static_cast<uint32_t>(into_task);
-      got -= into_task;
-    }
-    rend_ += got;
     // A short read emptied the socket: parse what came and let epoll say when more arrives,
     // instead of spending a system call to hear EAGAIN.
-    if (drained) {
-      while (!failed_ && (rx_ == Rx::kHeader ? ParseHeader() : ReceiveData())) {
-      }
+    if (Received(static_cast<size_t>(n))) {
+      ParseReceived();
       return;
-    }
-  }
-}
-
-bool TcpDatamover::ParseHeader() {
-  const size_t avail = rend_ - rpos_;
-  if (avail < kBhsLength) return false;
-  std::memcpy(rx_bhs_.data(), staging_.data() + rpos_, kBhsLength);
-  Status st = ValidateTargetBhs(rx_bhs_, max_recv_dsl_, kMaxAhsBytes);
-  if (!st.ok()) {
-    Fail(st);
-    return false;
-  }
-  const size_t ahs = rx_bhs_.total_ahs_bytes();
-  const size_t header_len = kBhsLength + ahs + (header_digest_ ? kDigestLength : 0);
-  if (avail < header_len) return false;
-  if (header_digest_) {
-    const uint8_t* h = staging_.data() + rpos_;
-    const uint32_t expected = LoadDigest(h + kBhsLength + ahs);
-    const uint32_t actual = Crc32c(h, kBhsLength + ahs);
-    if (expected != actual) {
-      char msg[160];
-      snprintf(msg, sizeof msg, "header digest mismatch on %s: received 0x%08x, computed 0x%08x",
-               OpcodeName(rx_bhs_.opcode()), expected, actual);
-      Fail(Status::ProtocolError(msg));
-      return false;
-    }
-  }
-  rpos_ += header_len;
-  rx_len_ = rx_bhs_.data_segment_length();
-  rx_done_ = 0;
-  rx_crc_ = kCrc32cSeed;
-  if (rx_len_ == 0) {
-    events_->OnPdu(rx_bhs_, {});
-    return true;
-  }
-  large_segments_ = rx_len_ >= kLargeSegment;
-  if (rx_bhs_.opcode() == Opcode::kDataIn) {
-    st = events_->PlaceDataIn(rx_bhs_, &rx_dst_);
-    if (!st.ok()) {
-      Fail(st);
-      return false;
-    }
-  } else {
-    // Sense data, text and pings are small; a target may still use all of our
-    // MaxRecvDataSegmentLength, so the buffer grows to what arrives rather than being allocated
-    // at that size up front.
-    if (rx_control_.size() < rx_len_) rx_control_.resize(rx_len_);
-    rx_dst_ = rx_control_.data();
-  }
-  rx_ = Rx::kData;
-  return true;
-}
-
-bool TcpDatamover::ReceiveData() {
-  if (rx_ == Rx::kData) {
-    const size_t take = std::min<size_t>(rend_ - rpos_, rx_len_ - rx_done_);
-    if (take > 0) {
-      std::memcpy(rx_dst_ + rx_done_, staging_.data() + rpos_, take);
-      if (data_digest_) rx_crc_ = Crc32cExtend(rx_crc_, rx_dst_ + rx_done_, take);
-      rx_done_ += static_cast<uint32_t>(take);
-      rpos_ += take;
-    }
-    if (rx_done_ < rx_len_) return false;
-    rx_ = Rx::kTrailer;
-  }
-  const uint32_t pad = PadLength(rx_len_);
-  const size_t trailer = pad + (data_digest_ ? kDigestLength : 0);
-  if (rend_ - rpos_ < trailer) return false;
-  if (data_digest_) {
-    const uint8_t* t = staging_.data() + rpos_;
-    const uint32_t actual = Crc32cFinish(Crc32cExtend(rx_crc_, t, pad));
-    const uint32_t expected = LoadDigest(t + pad);
-    if (expected != actual) {
-      char msg[160];
-      snprintf(msg, sizeof msg, "data digest mismatch on %s: received 0x%08x, computed 0x%08x",
-               OpcodeName(rx_bhs_.opcode()), expected, actual);
-      Fail(Status::ProtocolError(msg));
-      return false;
-    }
-  }
-  rpos_ += trailer;
-  rx_ = Rx::kHeader;
-  events_->OnPdu(rx_bhs_, {rx_dst_, rx_len_});
-  return true;
-}
-
-void TcpDatamover::PushOutput(const Output& out) {
-  if (failed_) return;
-  if (out_count_ == outputs_.size()) {
-    std::vector<Output> bigger(outputs_.size() * 2);
-    for (size_t i = 0; i < out_count_; ++i) {
-      bigger[i] = outputs_[(out_head_ + i) % outputs_.size()];
-    }
-    outputs_ = std::move(bigger);
-    out_head_ = 0;
-  }
-  outputs_[(out_head_ + out_count_) % outputs_.size()] = out;
-  ++out_count_;
-}
-
-void TcpDatamover::SendCommand(Task* task) {
-  PushOutput({Output::kCommand, task, kReservedTag, 0, 0, 0, 0});
-  if (task->unsolicited_bytes > 0) {
-    PushOutput({Output::kDataOut, task, kReservedTag, task->immediate_bytes,
-                task->unsolicited_bytes, 0, 0});
-  }
-}
-
-void TcpDatamover::SendDataOut(Task* task, uint32_t ttt, uint32_t offset, uint32_t length) {
-  PushOutput({Output::kDataOut, task, ttt, offset, length, 0, 0});
-}
-
-void TcpDatamover::SendControl(const Bhs& bhs, std::span<const uint8_t> data) {
-  if (controls_.empty()) controls_.resize(64);
-  Control& c = controls_[control_next_];
-  c.bhs = bhs;
-  c.data.assign(data.begin(), data.end());
-  PushOutput({Output::kControl, nullptr, 0, 0, 0, 0, static_cast<uint32_t>(control_next_)});
-  control_next_ = (control_next_ + 1) % controls_.size();
-}
-
-void TcpDatamover::AddPdu(const Bhs& bhs, const uint8_t* data, uint32_t len) {
-  Frame& f = frames_[iov_count_ / 3];
-  std::memcpy(f.header, bhs.data(), kBhsLength);
-  size_t hlen = kBhsLength;
-  if (header_digest_) {
-    StoreDigest(f.header + kBhsLength, Crc32c(f.header, kBhsLength));
-    hlen += kDigestLength;
-  }
-  // Three slots per frame keep frames_ and iov_ indexable together; empty slots cost nothing.
-  iov_[iov_count_++] = {f.header, hlen};
-  iov_[iov_count_++] = {const_cast<uint8_t*>(data), len};
-  const uint32_t pad = PadLength(len);
-  std::memset(f.trailer, 0, pad);
-  size_t tlen = pad;
-  if (data_digest_ && len > 0) {
-    uint32_t crc = Crc32cExtend(kCrc32cSeed, data, len);
-    crc = Crc32cExtend(crc, f.trailer, pad);
-    StoreDigest(f.trailer + pad, Crc32cFinish(crc));
-    tlen += kDigestLength;
-  }
-  iov_[iov_count_++] = {f.trailer, tlen};
-}
-
-void TcpDatamover::BuildBatch() {
-  iov_count_ = iov_pos_ = 0;
-  while (out_count_ > 0 && iov_count_ < iov_.size()) {
-    Output& out = outputs_[out_head_];
-    bool done = true;
-    switch (out.kind) {
-      case Output::kCommand: {
-        Task* t = out.task;
-        AddPdu(t->bhs, t->buffer, t->immediate_bytes);
-        break;
-      }
-      case Output::kControl: {
-        Control& c = controls_[out.control];
-        AddPdu(c.bhs, c.data.data(), static_cast<uint32_t>(c.data.size()));
-        break;
-      }
-      case Output::kDataOut: {
-        Task* t = out.task;
-        const uint32_t len = std::min(out.remaining, max_send_dsl_);
-        Bhs bhs;
-        bhs.set_opcode(Opcode::kDataOut, false);
-        bhs.set_flags(len == out.remaining ? kFinalBit : 0);
-        bhs.set_data_segment_length(len);
-        bhs.set_lun(t->bhs.lun());
-        bhs.set_itt(t->itt);
-        bhs.set_u32(bhs::kTtt, out.ttt);
-        bhs.set_u32(bhs::kExpStatSN, 0);
-        bhs.set_u32(bhs::kDataSN, out.data_sn);
-        bhs.set_u32(bhs::kBufferOffset, out.offset);
-        AddPdu(bhs, t->buffer + out.offset, len);
-        out.offset += len;
-        out.remaining -= len;
-        ++out.data_sn;
-        done = out.remaining == 0;
-        break;
-      }
-    }
-    if (done) {
-      out_head_ = (out_head_ + 1) % outputs_.size();
-      --out_count_;
     }
   }
 }
 
 void TcpDatamover::Flush() {
   for (;;) {
-    if (iov_pos_ == iov_count_) {
-      if (out_count_ == 0) break;
-      BuildBatch();
-    }
-    const int cnt = static_cast<int>(std::min<size_t>(iov_count_ - iov_pos_, IOV_MAX));
-    const ssize_t n = writev(fd_, &iov_[iov_pos_], cnt);
+    const std::span<iovec> iov = PendingSend();
+    if (iov.empty()) break;
+    const ssize_t n = writev(fd_, iov.data(), static_cast<int>(iov.size()));
     if (n < 0) {
       if (errno == EINTR) continue;
       if (errno == EAGAIN) break;
-      Fail(Status::ConnectionFailed("send failed: " + ErrnoText(errno)));
+      Fail(Status::ConnectionFailed(std::string("send failed: ") + std::strerror(errno)));
       return;
     }
-    size_t left = static_cast<size_t>(n);
-    while (iov_pos_ < iov_count_ && left >= iov_[iov_pos_].iov_len) {
-      left -= iov_[iov_pos_].iov_len;
-      ++iov_pos_;
-    }
-    if (iov_pos_ < iov_count_) {
-      iov_[iov_pos_].iov_base = static_cast<uint8_t*>(iov_[iov_pos_].iov_base) + left;
-      iov_[iov_pos_].iov_len -= left;
-    }
+    Sent(static_cast<size_t>(n));
   }
   UpdateWriteInterest();
 }
 
 void TcpDatamover::UpdateWriteInterest() {
-  const bool want = iov_pos_ < iov_count_ || out_count_ > 0;
+  const bool want = SendQueued();
   if (want == want_write_) return;
   want_write_ = want;
   Status st = loop_.Modify(fd_, want ? (EPOLLIN | EPOLLOUT) : EPOLLIN);

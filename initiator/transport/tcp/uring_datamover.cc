@@ -1,0 +1,293 @@
+#include "initiator/transport/tcp/uring_datamover.h"
+
+#include <limits.h>
+#include <pthread.h>
+#include <sys/eventfd.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
+#include <cstring>
+#include <string>
+
+namespace iser {
+
+namespace {
+
+// A receive, a send and an eventfd read are in flight at most.
+constexpr unsigned kEntries = 8;
+constexpr auto kTick = std::chrono::seconds(1);
+// Registered file indexes.
+constexpr int kSocketFile = 0;
+constexpr int kWakeFile = 1;
+
+std::string CallFailed(const std::string& call, int err) {
+  return call + ": " + std::strerror(err);
+}
+
+// Sets up `ring` disabled (IORING_SETUP_R_DISABLED): the I/O thread enables it, and so becomes
+// its single issuer. Kernels before 6.1 lack SINGLE_ISSUER and DEFER_TASKRUN, before 5.19
+// COOP_TASKRUN: each is refused with EINVAL, and the next set is tried. The datamover needs
+// IORING_FEAT_EXT_ARG (5.11) to wait with a timeout and no timeout request.
+Status OpenRing(io_uring* ring) {
+  static constexpr unsigned kFlagSets[] = {
+      IORING_SETUP_R_DISABLED | IORING_SETUP_SINGLE_ISSUER | IORING_SETUP_DEFER_TASKRUN,
+      IORING_SETUP_R_DISABLED | IORING_SETUP_COOP_TASKRUN,
+      IORING_SETUP_R_DISABLED,
+  };
+  int rc = -EINVAL;
+  for (const unsigned flags : kFlagSets) {
+    io_uring_params params{};
+    params.flags = flags;
+    rc = io_uring_queue_init_params(kEntries, ring, &params);
+    if (rc != -EINVAL) break;
+  }
+  if (rc < 0) return Status::NotSupported(CallFailed("io_uring_setup", -rc));
+  if (!(ring->features & IORING_FEAT_EXT_ARG)) {
+    io_uring_queue_exit(ring);
+    return Status::NotSupported("io_uring lacks IORING_FEAT_EXT_ARG (Linux 5.11)");
+  }
+  return Status::OK();
+}
+
+}  // namespace
+
+Status UringDatamover::Probe() {
+  io_uring ring{};
+  ISER_RETURN_IF_ERROR(OpenRing(&ring));
+  io_uring_queue_exit(&ring);
+  return Status::OK();
+}
+
+UringDatamover::~UringDatamover() {
+  Shutdown();
+  if (ring_open_) io_uring_queue_exit(&ring_);
+  if (wake_fd_ >= 0) close(wake_fd_);
+}
+
+Status UringDatamover::Start(DatamoverEvents* events) {
+  if (fd_ < 0) return Status::ConnectionFailed("the io_uring datamover is not connected");
+  StartFraming(events);
+  ISER_RETURN_IF_ERROR(OpenRing(&ring_));
+  ring_open_ = true;
+  // Blocking: io_uring honours O_NONBLOCK on a read and would complete it with EAGAIN instead
+  // of waiting. Nothing but this read and Wake's write use it.
+  wake_fd_ = eventfd(0, EFD_CLOEXEC);
+  if (wake_fd_ < 0) return Status::ResourceExhausted(CallFailed("eventfd", errno));
+  const int files[] = {fd_, wake_fd_};
+  if (const int rc = io_uring_register_files(&ring_, files, 2); rc < 0) {
+    return Status::ResourceExhausted(CallFailed("io_uring_register_files", -rc));
+  }
+  thread_ = std::thread([this] { Run(); });
+  pthread_setname_np(thread_.native_handle(), "iscsi-tcp-uring");  // shows in top -H and bench
+  return Status::OK();
+}
+
+// As IoLoop::Wake: poked_ is set before awake_ is read, and Run clears awake_ before it reads
+// poked_ (all sequentially consistent): either Run sees the poke before it waits, or this sees
+// that it may wait and writes the eventfd.
+void UringDatamover::Wake() {
+  poked_.store(true);
+  if (!awake_.load()) Signal();
+}
+
+void UringDatamover::Signal() {
+  const uint64_t one = 1;
+  ssize_t rc;
+  do {
+    rc = write(wake_fd_, &one, sizeof one);
+  } while (rc < 0 && errno == EINTR);
+}
+
+void UringDatamover::Shutdown() {
+  if (!thread_.joinable()) return;
+  stopping_ = true;
+  Signal();
+  thread_.join();
+}
+
+void UringDatamover::Fail(Status status) {
+  if (failed_) return;
+  StopFraming();
+  // The receive and send in flight end with an error or end of file, which is ignored.
+  ::shutdown(fd_, SHUT_RDWR);
+  // The session's messages name the datamover (Describe); the cause names the connection.
+  events_->OnConnectionError(status.WithContext("connection TCP " + peer_));
+}
+
+io_uring_sqe* UringDatamover::NextSqe() {
+  // Three requests at most are in flight and the ring has room for more: a full queue is a bug.
+  io_uring_sqe* sqe = io_uring_get_sqe(&ring_);
+  if (sqe == nullptr) {
+    io_uring_submit(&ring_);
+    sqe = io_uring_get_sqe(&ring_);
+  }
+  return sqe;
+}
+
+void UringDatamover::Arm() {
+  if (!wake_armed_ && !stopping_) {
+    io_uring_sqe* sqe = NextSqe();
+    io_uring_prep_read(sqe, kWakeFile, &wake_count_, sizeof wake_count_, 0);
+    sqe->flags |= IOSQE_FIXED_FILE;
+    io_uring_sqe_set_data64(sqe, kWakeRead);
+    wake_armed_ = true;
+  }
+  if (failed_) return;
+  if (!receiving_) {
+    rx_msg_ = {};
+    rx_msg_.msg_iov = rx_iov_;
+    rx_msg_.msg_iovlen = static_cast<size_t>(PlanReceive(rx_iov_));
+    io_uring_sqe* sqe = NextSqe();
+    io_uring_prep_recvmsg(sqe, kSocketFile, &rx_msg_, 0);
+    sqe->flags |= IOSQE_FIXED_FILE;
+    if (socket_empty_) sqe->ioprio |= IORING_RECVSEND_POLL_FIRST;
+    io_uring_sqe_set_data64(sqe, kReceive);
+    receiving_ = true;
+  }
+  if (!sending_) {
+    const std::span<iovec> iov = PendingSend();
+    if (!iov.empty()) {
+      tx_msg_ = {};
+      tx_msg_.msg_iov = iov.data();
+      tx_msg_.msg_iovlen = iov.size();
+      io_uring_sqe* sqe = NextSqe();
+      io_uring_prep_sendmsg(sqe, kSocketFile, &tx_msg_, MSG_NOSIGNAL);
+      sqe->flags |= IOSQE_FIXED_FILE;
+      io_uring_sqe_set_data64(sqe, kSend);
+      sending_ = true;
+    }
+  }
+}
+
+void UringDatamover::Run() {
+  thread_id_.store(std::this_thread::get_id());
+  // liburing 2.3 declares io_uring_enable_rings but does not export it: the system call itself.
+  if (syscall(__NR_io_uring_register, ring_.ring_fd, IORING_REGISTER_ENABLE_RINGS, nullptr, 0) <
+      0) {
+    Fail(Status::ConnectionFailed(
+        CallFailed("io_uring_register(IORING_REGISTER_ENABLE_RINGS)", errno)));
+    thread_id_.store(std::thread::id());
+    return;
+  }
+  // Saves looking the ring's descriptor up on every io_uring_enter; older kernels refuse it and
+  // the descriptor is used as is.
+  io_uring_register_ring_fd(&ring_);
+  Clock::time_point next_tick = Clock::now() + kTick;
+  while (!stopping_) {
+    Arm();
+    awake_.store(false);
+    const bool poked = poked_.exchange(false);
+    int rc;
+    if (poked) {
+      // Only a look at completions, so that they keep being read while submissions keep coming.
+      rc = io_uring_submit_and_get_events(&ring_);
+    } else {
+      const auto left =
+          std::chrono::duration_cast<std::chrono::nanoseconds>(next_tick - Clock::now());
+      __kernel_timespec timeout{};
+      if (left.count() > 0) {
+        timeout.tv_sec = left.count() / 1000000000;
+        timeout.tv_nsec = left.count() % 1000000000;
+      }
+      io_uring_cqe* cqe = nullptr;
+      rc = io_uring_submit_and_wait_timeout(&ring_, &cqe, 1, &timeout, nullptr);
+    }
+    awake_.store(true);
+    if (stopping_) break;
+    if (rc < 0 && rc != -ETIME && rc != -EINTR && rc != -EAGAIN && rc != -EBUSY) {
+      Fail(Status::ConnectionFailed(CallFailed("io_uring_enter", -rc)));
+      break;
+    }
+    if (poked) events_->OnWake();
+    unsigned head;
+    unsigned seen = 0;
+    io_uring_cqe* cqe;
+    io_uring_for_each_cqe(&ring_, head, cqe) {
+      Complete(cqe->user_data, cqe->res);
+      ++seen;
+    }
+    io_uring_cq_advance(&ring_, seen);
+    if (const Clock::time_point now = Clock::now(); now >= next_tick) {
+      next_tick = now + kTick;
+      events_->OnTimer();
+    }
+  }
+  Drain();
+  // The registration belongs to this thread: undone here, not by io_uring_queue_exit elsewhere.
+  io_uring_unregister_ring_fd(&ring_);
+  thread_id_.store(std::thread::id());
+}
+
+void UringDatamover::Complete(uint64_t request, int result) {
+  switch (request) {
+    case kReceive:
+      receiving_ = false;
+      OnReceived(result);
+      break;
+    case kSend:
+      sending_ = false;
+      OnSent(result);
+      break;
+    case kWakeRead:
+      wake_armed_ = false;
+      if (stopping_ || result < 0) break;
+      poked_.store(false);
+      events_->OnWake();
+      break;
+  }
+}
+
+void UringDatamover::OnReceived(int result) {
+  if (failed_) return;
+  if (result > 0) {
+    socket_empty_ = Received(static_cast<size_t>(result));
+    ParseReceived();
+  } else if (result == 0) {
+    Fail(Status::ConnectionFailed("the target closed the connection"));
+  } else if (result != -EINTR && result != -EAGAIN) {
+    Fail(Status::ConnectionFailed(CallFailed("receive failed", -result)));
+  }
+}
+
+void UringDatamover::OnSent(int result) {
+  if (failed_) return;
+  if (result >= 0) {
+    Sent(static_cast<size_t>(result));
+  } else if (result != -EINTR && result != -EAGAIN) {
+    Fail(Status::ConnectionFailed(CallFailed("send failed", -result)));
+  }
+}
+
+// Every request in flight points into this datamover's buffers or a task's: end them and wait
+// for their completions. Shutting the socket down ends the receive and the send, the eventfd
+// write the read (kernels before 5.19 cannot cancel "any request", so nothing relies on it).
+void UringDatamover::Drain() {
+  if (receiving_ || sending_) ::shutdown(fd_, SHUT_RDWR);
+  if (wake_armed_) Signal();
+  while (receiving_ || sending_ || wake_armed_) {
+    io_uring_cqe* cqe = nullptr;
+    const int rc = io_uring_submit_and_wait(&ring_, 1);
+    if (rc < 0 && rc != -EINTR && rc != -EAGAIN && rc != -EBUSY) break;
+    unsigned head;
+    unsigned seen = 0;
+    io_uring_for_each_cqe(&ring_, head, cqe) {
+      switch (cqe->user_data) {
+        case kReceive:
+          receiving_ = false;
+          break;
+        case kSend:
+          sending_ = false;
+          break;
+        case kWakeRead:
+          wake_armed_ = false;
+          break;
+      }
+      ++seen;
+    }
+    io_uring_cq_advance(&ring_, seen);
+  }
+}
+
+}  // namespace iser

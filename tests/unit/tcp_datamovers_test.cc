@@ -1,0 +1,379 @@
+// Both iSCSI/TCP datamovers (tcp_datamover.h: epoll; uring_datamover.h: io_uring) against a peer
+// that is a plain socket in the test: a Data-In segment much larger than one read lands in the
+// task's buffer and the PDU behind it is parsed; thousands of PDUs queued in one wake-up reach
+// the peer complete and in order however the socket cuts the sends; Shutdown returns while a send
+// waits for a peer that never reads; a closed connection is reported once, naming the connection.
+// Then how a process chooses between them (tcp_datamover_choice.h): forced by
+// ISER_CONNECT_TCP_DATAMOVER, and the fallback when io_uring_setup is refused (a seccomp filter
+// on the choosing thread, as Docker's default profile refuses it), with its log line.
+#include <linux/filter.h>
+#include <linux/seccomp.h>
+#include <netinet/in.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstddef>
+#include <cstdlib>
+#include <functional>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "initiator/base/log.h"
+#include "initiator/base/mutex.h"
+#include "initiator/task/task.h"
+#include "initiator/transport/portal.h"
+#include "initiator/transport/tcp/tcp_datamover_choice.h"
+#include "initiator/transport/tcp/uring_datamover.h"
+
+namespace iser {
+namespace {
+
+using std::chrono::milliseconds;
+
+bool WaitFor(const std::function<bool()>& done) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (!done()) {
+    if (std::chrono::steady_clock::now() > deadline) return false;
+    std::this_thread::sleep_for(milliseconds(1));
+  }
+  return true;
+}
+
+// Records the events, and runs `on_wake` (on the I/O thread) at each wake-up.
+class Events : public DatamoverEvents {
+ public:
+  void OnWake() override {
+    if (on_wake) on_wake();
+  }
+  void OnTimer() override {}
+  Status PlaceDataIn(const Bhs& bhs, uint8_t** destination) override {
+    *destination = read_buffer.data() + bhs.u32(bhs::kBufferOffset);
+    return Status::OK();
+  }
+  void OnPdu(const Bhs& bhs, std::span<const uint8_t> data) override {
+    MutexLock lock(&mu);
+    pdus.push_back(bhs.opcode());
+    last_data.assign(data.begin(), data.end());
+  }
+  void OnConnectionError(const Status& status) override {
+    MutexLock lock(&mu);
+    errors.push_back(status.ToString());
+  }
+  size_t pdu_count() {
+    MutexLock lock(&mu);
+    return pdus.size();
+  }
+  size_t error_count() {
+    MutexLock lock(&mu);
+    return errors.size();
+  }
+
+  std::function<void()> on_wake;
+  std::vector<uint8_t> read_buffer;
+  Mutex mu;
+  std::vector<Opcode> pdus ISER_GUARDED_BY(mu);
+  std::vector<uint8_t> last_data ISER_GUARDED_BY(mu);
+  std::vector<std::string> errors ISER_GUARDED_BY(mu);
+};
+
+class TcpDatamovers : public ::testing::TestWithParam<TcpDatamoverKind> {
+ protected:
+  void SetUp() override {
+    listener_ = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    ASSERT_GE(listener_, 0);
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    ASSERT_EQ(bind(listener_, reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);
+    ASSERT_EQ(listen(listener_, 1), 0);
+    socklen_t len = sizeof addr;
+    ASSERT_EQ(getsockname(listener_, reinterpret_cast<sockaddr*>(&addr), &len), 0);
+    dm_ = NewTcpDatamover(GetParam());
+    const Portal portal{"127.0.0.1", ntohs(addr.sin_port)};
+    ASSERT_TRUE(dm_->Connect(portal, Clock::now() + std::chrono::seconds(5)).ok());
+    peer_ = accept4(listener_, nullptr, nullptr, SOCK_CLOEXEC);
+    ASSERT_GE(peer_, 0);
+    ConnectionParams params;
+    params.initiator_max_recv_data_segment_length = 16777215;
+    params.target_max_recv_data_segment_length = 262144;
+    ASSERT_TRUE(dm_->EnterFullFeature(params).ok());
+  }
+  void TearDown() override {
+    if (dm_) dm_->Shutdown();
+    dm_.reset();
+    if (peer_ >= 0) close(peer_);
+    if (listener_ >= 0) close(listener_);
+  }
+
+  void PeerSend(const void* p, size_t n) {
+    const auto* bytes = static_cast<const uint8_t*>(p);
+    while (n > 0) {
+      const ssize_t sent = send(peer_, bytes, n, MSG_NOSIGNAL);
+      ASSERT_GT(sent, 0);
+      bytes += sent;
+      n -= static_cast<size_t>(sent);
+    }
+  }
+  bool PeerReceive(void* p, size_t n) {
+    auto* bytes = static_cast<uint8_t*>(p);
+    while (n > 0) {
+      const ssize_t got = recv(peer_, bytes, n, 0);
+      if (got <= 0) return false;
+      bytes += got;
+      n -= static_cast<size_t>(got);
+    }
+    return true;
+  }
+
+  int listener_ = -1;
+  int peer_ = -1;
+  std::unique_ptr<Datamover> dm_;
+  Events events_;
+};
+
+TEST_P(TcpDatamovers, DescribeNamesTheDatamover) {
+  const std::string name = GetParam() == TcpDatamoverKind::kIoUring ? "(io_uring)" : "(epoll)";
+  EXPECT_NE(dm_->Describe().find(name), std::string::npos) << dm_->Describe();
+}
+
+// 3 MiB in one Data-In PDU, sent in pieces with pauses, then a NOP-In with data: every byte lands
+// in the task's buffer at the PDU's offset, and the NOP-In's data arrives whole.
+TEST_P(TcpDatamovers, LargeDataInLandsInTheTasksBufferAndThePduBehindItIsParsed) {
+  constexpr uint32_t kLength = 3 << 20;
+  constexpr uint32_t kOffset = 4096;
+  events_.read_buffer.assign(kOffset + kLength, 0);
+  ASSERT_TRUE(dm_->Start(&events_).ok());
+  std::vector<uint8_t> data(kLength);
+  for (uint32_t i = 0; i < kLength; ++i) data[i] = static_cast<uint8_t>(i * 7 + i / 4096);
+  Bhs in;
+  in.set_opcode(Opcode::kDataIn, false);
+  in.set_flags(kFinalBit);
+  in.set_data_segment_length(kLength);
+  in.set_itt(1);
+  in.set_u32(bhs::kBufferOffset, kOffset);
+  PeerSend(in.data(), kBhsLength);
+  for (uint32_t sent = 0; sent < kLength; sent += 256 * 1024) {
+    PeerSend(data.data() + sent, std::min<uint32_t>(256 * 1024, kLength - sent));
+    std::this_thread::sleep_for(milliseconds(2));
+  }
+  const uint8_t ping[6] = {1, 2, 3, 4, 5, 6};
+  Bhs nop;
+  nop.set_opcode(Opcode::kNopIn, false);
+  nop.set_flags(kFinalBit);
+  nop.set_data_segment_length(sizeof ping);
+  nop.set_itt(kReservedTag);
+  PeerSend(nop.data(), kBhsLength);
+  const uint8_t padded[8] = {1, 2, 3, 4, 5, 6, 0, 0};
+  PeerSend(padded, sizeof padded);
+  ASSERT_TRUE(WaitFor([&] { return events_.pdu_count() == 2; }));
+  EXPECT_TRUE(std::equal(data.begin(), data.end(), events_.read_buffer.begin() + kOffset));
+  MutexLock lock(&events_.mu);
+  EXPECT_EQ(events_.pdus[0], Opcode::kDataIn);
+  EXPECT_EQ(events_.pdus[1], Opcode::kNopIn);
+  EXPECT_EQ(events_.last_data, std::vector<uint8_t>(ping, ping + sizeof ping));
+  EXPECT_TRUE(events_.errors.empty());
+}
+
+// 3000 commands with 0 to 12 KiB of immediate data queued in one wake-up: many batches of
+// frames, sends cut wherever the socket buffer fills (the peer starts reading late). Each PDU
+// arrives whole, in order.
+TEST_P(TcpDatamovers, ManyPdusQueuedAtOnceArriveWholeAndInOrder) {
+  constexpr uint32_t kPdus = 3000;
+  std::vector<Task> tasks(kPdus);
+  std::vector<std::vector<uint8_t>> buffers(kPdus);
+  for (uint32_t i = 0; i < kPdus; ++i) {
+    buffers[i].assign((i * 37) % 12289, static_cast<uint8_t>(i));
+    Task& t = tasks[i];
+    t.buffer = buffers[i].data();
+    t.immediate_bytes = static_cast<uint32_t>(buffers[i].size());
+    t.bhs.set_opcode(Opcode::kScsiCommand, false);
+    t.bhs.set_flags(kFinalBit);
+    t.bhs.set_itt(i);
+    t.bhs.set_data_segment_length(t.immediate_bytes);
+  }
+  std::atomic<bool> queued{false};
+  events_.on_wake = [&] {
+    if (queued.exchange(true)) return;
+    for (Task& t : tasks) dm_->SendCommand(&t);
+  };
+  ASSERT_TRUE(dm_->Start(&events_).ok());
+  dm_->Wake();
+  std::this_thread::sleep_for(milliseconds(100));
+  for (uint32_t i = 0; i < kPdus; ++i) {
+    Bhs got;
+    ASSERT_TRUE(PeerReceive(got.data(), kBhsLength)) << "PDU " << i;
+    ASSERT_EQ(got.itt(), i);
+    const uint32_t length = (i * 37) % 12289;
+    ASSERT_EQ(got.data_segment_length(), length);
+    std::vector<uint8_t> data(length + (4 - length % 4) % 4);
+    ASSERT_TRUE(PeerReceive(data.data(), data.size())) << "PDU " << i;
+    for (uint32_t k = 0; k < length; ++k) ASSERT_EQ(data[k], static_cast<uint8_t>(i));
+  }
+  EXPECT_EQ(events_.error_count(), 0u);
+}
+
+// The peer never reads: the datamover's send waits for room that never comes. Shutdown still
+// ends the I/O thread (over io_uring it first waits for the send it had in flight to end).
+TEST_P(TcpDatamovers, ShutdownReturnsWhileASendWaitsForAPeerThatNeverReads) {
+  std::atomic<bool> queued{false};
+  events_.on_wake = [&] {
+    if (queued.exchange(true)) return;
+    Bhs nop;
+    nop.set_opcode(Opcode::kNopOut, true);
+    nop.set_flags(kFinalBit);
+    const std::vector<uint8_t> data(8 << 20, 0x5a);
+    nop.set_data_segment_length(static_cast<uint32_t>(data.size()));
+    for (int i = 0; i < 4; ++i) dm_->SendControl(nop, data);
+  };
+  ASSERT_TRUE(dm_->Start(&events_).ok());
+  dm_->Wake();
+  ASSERT_TRUE(WaitFor([&] { return queued.load(); }));
+  std::this_thread::sleep_for(milliseconds(200));
+  const auto before = std::chrono::steady_clock::now();
+  dm_->Shutdown();
+  EXPECT_LT(std::chrono::steady_clock::now() - before, std::chrono::seconds(2));
+}
+
+TEST_P(TcpDatamovers, APeerThatClosesIsReportedOnceNamingTheConnection) {
+  ASSERT_TRUE(dm_->Start(&events_).ok());
+  close(peer_);
+  peer_ = -1;
+  ASSERT_TRUE(WaitFor([&] { return events_.error_count() > 0; }));
+  std::this_thread::sleep_for(milliseconds(50));
+  MutexLock lock(&events_.mu);
+  ASSERT_EQ(events_.errors.size(), 1u);
+  EXPECT_NE(events_.errors[0].find("the target closed the connection"), std::string::npos)
+      << events_.errors[0];
+  EXPECT_NE(events_.errors[0].find(": connection TCP 127.0.0.1:"), std::string::npos)
+      << events_.errors[0];
+}
+
+TEST_P(TcpDatamovers, WakeRunsOnTheIoThread) {
+  std::atomic<int> on_thread{0};
+  events_.on_wake = [&] {
+    if (dm_->OnIoThread()) ++on_thread;
+  };
+  ASSERT_TRUE(dm_->Start(&events_).ok());
+  EXPECT_FALSE(dm_->OnIoThread());
+  dm_->Wake();
+  ASSERT_TRUE(WaitFor([&] { return on_thread.load() > 0; }));
+}
+
+INSTANTIATE_TEST_SUITE_P(Both, TcpDatamovers,
+                         ::testing::Values(TcpDatamoverKind::kIoUring, TcpDatamoverKind::kEpoll),
+                         [](const ::testing::TestParamInfo<TcpDatamoverKind>& p) {
+                           return p.param == TcpDatamoverKind::kIoUring ? "IoUring" : "Epoll";
+                         });
+
+TEST(UringDatamover, StartWithoutAConnectionFails) {
+  UringDatamover dm;
+  Events events;
+  const Status st = dm.Start(&events);
+  ASSERT_FALSE(st.ok());
+  EXPECT_NE(st.message().find("not connected"), std::string::npos) << st.ToString();
+}
+
+// The log lines of ChooseTcpDatamover, and the environment variable, for one test.
+class Choice : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    unsetenv("ISER_CONNECT_TCP_DATAMOVER");
+    lines().clear();
+    SetLogSink(&Record, LogLevel::kInfo);
+  }
+  void TearDown() override {
+    SetLogSink(nullptr, LogLevel::kWarning);
+    unsetenv("ISER_CONNECT_TCP_DATAMOVER");
+  }
+  static std::vector<std::string>& lines() {
+    static std::vector<std::string> l;
+    return l;
+  }
+  static void Record(LogLevel level, const std::string& message) {
+    if (level == LogLevel::kInfo) lines().push_back(message);
+  }
+};
+
+// Runs `fn` on a thread of its own where io_uring_setup fails with EPERM, as under Docker's
+// default seccomp profile. The filter stays with that thread.
+void WithIoUringRefused(const std::function<void()>& fn) {
+  std::thread t([&] {
+    sock_filter filter[] = {
+        BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(seccomp_data, nr)),
+        BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, __NR_io_uring_setup, 0, 1),
+        BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | EPERM),
+        BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
+    };
+    sock_fprog prog{static_cast<unsigned short>(std::size(filter)), filter};
+    ASSERT_EQ(prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), 0);
+    ASSERT_EQ(prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &prog), 0);
+    fn();
+  });
+  t.join();
+}
+
+TEST_F(Choice, IoUringWhereItWorks) {
+  const Status probe = UringDatamover::Probe();
+  Result<TcpDatamoverChoice> choice = ChooseTcpDatamover();
+  ASSERT_TRUE(choice.ok()) << choice.status().ToString();
+  ASSERT_EQ(lines().size(), 1u);
+  if (probe.ok()) {
+    EXPECT_EQ(choice->kind, TcpDatamoverKind::kIoUring);
+    EXPECT_EQ(lines()[0], "iSCSI/TCP datamover: io_uring");
+  } else {
+    EXPECT_EQ(choice->kind, TcpDatamoverKind::kEpoll);
+    EXPECT_EQ(lines()[0], "iSCSI/TCP datamover: epoll (" + probe.message() + ")");
+  }
+}
+
+TEST_F(Choice, RefusedIoUringFallsBackToEpollAndSaysWhy) {
+  Result<TcpDatamoverChoice> choice = Status::Aborted("not chosen");
+  WithIoUringRefused([&] { choice = ChooseTcpDatamover(); });
+  ASSERT_TRUE(choice.ok()) << choice.status().ToString();
+  EXPECT_EQ(choice->kind, TcpDatamoverKind::kEpoll);
+  ASSERT_EQ(lines().size(), 1u);
+  EXPECT_EQ(
+      lines()[0].rfind("iSCSI/TCP datamover: epoll (io_uring_setup: Operation not permitted", 0),
+      0u)
+      << lines()[0];
+}
+
+TEST_F(Choice, TheVariableForcesEpoll) {
+  setenv("ISER_CONNECT_TCP_DATAMOVER", "epoll", 1);
+  Result<TcpDatamoverChoice> choice = ChooseTcpDatamover();
+  ASSERT_TRUE(choice.ok()) << choice.status().ToString();
+  EXPECT_EQ(choice->kind, TcpDatamoverKind::kEpoll);
+  ASSERT_EQ(lines().size(), 1u);
+  EXPECT_EQ(lines()[0], "iSCSI/TCP datamover: epoll (ISER_CONNECT_TCP_DATAMOVER=epoll)");
+}
+
+TEST_F(Choice, IoUringForcedWhereItIsRefusedIsAnError) {
+  setenv("ISER_CONNECT_TCP_DATAMOVER", "io_uring", 1);
+  Result<TcpDatamoverChoice> choice = TcpDatamoverChoice{};
+  WithIoUringRefused([&] { choice = ChooseTcpDatamover(); });
+  ASSERT_FALSE(choice.ok());
+  EXPECT_EQ(choice.status().code(), StatusCode::kNotSupported);
+  EXPECT_NE(choice.status().message().find("io_uring_setup: Operation not permitted"),
+            std::string::npos)
+      << choice.status().ToString();
+}
+
+TEST_F(Choice, AnUnknownValueIsAnError) {
+  setenv("ISER_CONNECT_TCP_DATAMOVER", "poll", 1);
+  Result<TcpDatamoverChoice> choice = ChooseTcpDatamover();
+  ASSERT_FALSE(choice.ok());
+  EXPECT_EQ(choice.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(choice.status().message(),
+            "ISER_CONNECT_TCP_DATAMOVER=poll: must be io_uring or epoll");
+}
+
+}  // namespace
+}  // namespace iser
