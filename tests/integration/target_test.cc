@@ -504,8 +504,8 @@ TEST_F(TargetTest, SessionRunsInIserAssistedMode) {
   const char* profile = std::getenv("SOFTRDMA_PROFILE");
   if (profile != nullptr && *profile != '\0') {
     const std::string p = profile;
-    const std::string want = p == "mlx5" || p == "rxe" ? "slots with memory windows"
-                                                        : "a pool of registered slots";
+    const std::string want =
+        p == "mlx5" || p == "rxe" ? "slots with memory windows" : "a pool of registered slots";
     EXPECT_NE(s->stats().datamover.find(want), std::string::npos)
         << p << ": " << s->stats().datamover;
   }
