@@ -57,6 +57,11 @@ size_t LimitLocked(LockedBudget& b) ISER_REQUIRES(b.mu) {
   return b.limit;
 }
 
+size_t LeftLocked(LockedBudget& b) ISER_REQUIRES(b.mu) {
+  const size_t limit = LimitLocked(b);
+  return limit == SIZE_MAX ? SIZE_MAX : limit - std::min(limit, b.used);
+}
+
 // A register and deregister pair below this is cheap enough to do per command: no NIC is
 // (they pin pages and call their firmware: tens of microseconds).
 constexpr double kCheapRegistrationMicros = 5;
@@ -65,41 +70,51 @@ double Micros(std::chrono::steady_clock::duration d) {
   return std::chrono::duration<double, std::micro>(d).count();
 }
 
-// The least of three register + deregister pairs of `len` bytes at `p`, or a negative value
-// when registering fails.
-double RegistrationMicros(ibv_pd* pd, uint8_t* p, size_t len) {
+// The least time of three runs of `step`, in microseconds, or a negative value when a run
+// fails (returns false).
+template <typename Step>
+double LeastMicros(Step step) {
   double best = -1;
   for (int i = 0; i < 3; ++i) {
     const auto start = std::chrono::steady_clock::now();
-    ibv_mr* mr = ibv_reg_mr(pd, p, len, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
-    if (mr == nullptr) return -1;
-    ibv_dereg_mr(mr);
+    if (!step()) return -1;
     const double us = Micros(std::chrono::steady_clock::now() - start);
     best = best < 0 ? us : std::min(best, us);
   }
   return best;
 }
 
-// The least of three copies of `len` bytes (two halves of the region at `p`).
+// A register + deregister pair of `len` bytes at `p`, or a negative value when registering fails.
+double RegistrationMicros(ibv_pd* pd, uint8_t* p, size_t len) {
+  return LeastMicros([&] {
+    ibv_mr* mr = ibv_reg_mr(pd, p, len, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
+    if (mr == nullptr) return false;
+    ibv_dereg_mr(mr);
+    return true;
+  });
+}
+
+// A copy of `len` bytes (two halves of the region at `p`).
 double CopyMicros(uint8_t* p, size_t len) {
-  double best = -1;
-  for (int i = 0; i < 3; ++i) {
-    const auto start = std::chrono::steady_clock::now();
+  return LeastMicros([&] {
     std::memcpy(p, p + len / 2, len / 2);
     std::memcpy(p + len / 2, p, len / 2);
-    const double us = Micros(std::chrono::steady_clock::now() - start);
-    best = best < 0 ? us : std::min(best, us);
-  }
-  return best;
+    return true;
+  });
 }
 
 }  // namespace
 
+size_t LockedLeft() {
+  LockedBudget& b = budget();
+  MutexLock lock(&b.mu);
+  return LeftLocked(b);
+}
+
 bool ReserveLocked(size_t bytes, size_t* left) {
   LockedBudget& b = budget();
   MutexLock lock(&b.mu);
-  const size_t limit = LimitLocked(b);
-  *left = limit == SIZE_MAX ? SIZE_MAX : limit - std::min(limit, b.used);
+  *left = LeftLocked(b);
   if (bytes > *left) return false;
   b.used += bytes;
   return true;
@@ -193,8 +208,7 @@ Status IserMemory::SetUp(ibv_pd* pd, const ibv_device_attr& attr) {
   };
   // A limited budget: at most a quarter of what is left, so that the sessions a daemon adds
   // later still find room (eight fit in 64 MiB).
-  size_t left = 0;
-  ReserveLocked(0, &left);
+  size_t left = LockedLeft();
   if (left != SIZE_MAX) {
     while (bytes() > left / 4 && shrink()) {
     }
@@ -212,7 +226,7 @@ Status IserMemory::SetUp(ibv_pd* pd, const ibv_device_attr& attr) {
   small_slots_ = small;
   data_slots_.resize(small + large);
   for (uint32_t i = 0; i < data_slots_.size(); ++i) {
-    uint8_t* p = AllocateRegion(i < small ? kSmallSlotBytes : kDataSlotBytes);
+    uint8_t* p = AllocateRegion(SlotBytes(i));
     if (p == nullptr) return Status::ResourceExhausted("out of memory for iSER data buffers");
     regions_.push_back(p);
     data_slots_[i].addr = p;
@@ -246,9 +260,8 @@ Status IserMemory::SetUp(ibv_pd* pd, const ibv_device_attr& attr) {
 bool IserMemory::TrySetUpWindows() {
   for (size_t i = 0; i < data_slots_.size(); ++i) {
     DataSlot& slot = data_slots_[i];
-    const size_t len = i < small_slots_ ? kSmallSlotBytes : kDataSlotBytes;
-    Status st =
-        RegisterMemory(pd_, slot.addr, len, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_MW_BIND, &slot.mr);
+    Status st = RegisterMemory(pd_, slot.addr, SlotBytes(i),
+                               IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_MW_BIND, &slot.mr);
     if (st.ok()) {
       slot.mw = ibv_alloc_mw(pd_, IBV_MW_TYPE_2);
       if (slot.mw == nullptr) {
@@ -292,7 +305,7 @@ Status IserMemory::SetUpRegistered(const std::string& stags) {
   for (size_t i = 0; i < data_slots_.size(); ++i) {
     DataSlot& slot = data_slots_[i];
     ISER_RETURN_IF_ERROR(RegisterMemory(
-        pd_, slot.addr, i < small_slots_ ? kSmallSlotBytes : kDataSlotBytes,
+        pd_, slot.addr, SlotBytes(i),
         IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ, &slot.mr));
     slot.stag = slot.mr->rkey;
   }

@@ -59,6 +59,8 @@ inline constexpr uint64_t kInvalidateTag = 3ull << 32;  // window binds and loca
 // CAP_IPC_LOCK). ReserveLocked takes `bytes` if they fit in what is left and says how much is
 // left otherwise; ReleaseLocked gives them back. Thread-safe.
 bool ReserveLocked(size_t bytes, size_t* left);
+// What is left of the budget now (SIZE_MAX: unlimited).
+size_t LockedLeft();
 void ReleaseLocked(size_t bytes);
 // The error when a connection's minimum does not fit: names the amounts and `ulimit -l`.
 Status MemlockError(size_t needed, size_t left);
@@ -141,6 +143,8 @@ class IserMemory {
   // SetUp's steps: windows if they can be had; else a registration's measured cost decides.
   bool TrySetUpWindows();
   Status SetUpRegistered(const std::string& stags);
+  // The size of data slot i: the small ones come first.
+  size_t SlotBytes(size_t i) const { return i < small_slots_ ? kSmallSlotBytes : kDataSlotBytes; }
 
   ibv_pd* pd_ = nullptr;
   StagStrategy strategy_ = StagStrategy::kPerCommand;

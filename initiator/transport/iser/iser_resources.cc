@@ -37,10 +37,11 @@ std::string RejectReason(int status) {
 
 // Why no device reaches the portal, when the reason is that the RDMA devices present cannot run
 // iSER at all: they offer no reliable connected (RC) queue pairs (AWS EFA: SRD and UD only).
-std::string DevicesWithoutRc() {
+// OK otherwise.
+Status DevicesWithoutRc(const std::string& peer) {
   int n = 0;
   ibv_device** list = ibv_get_device_list(&n);
-  if (list == nullptr) return "";
+  if (list == nullptr) return Status::OK();
   std::string names;
   bool any_rc = false;
   for (int i = 0; i < n; ++i) {
@@ -52,10 +53,12 @@ std::string DevicesWithoutRc() {
     }
   }
   ibv_free_device_list(list);
-  if (any_rc || names.empty()) return "";
-  return "the RDMA device" + std::string(n > 1 ? "s " : " ") + names +
-         " offer no reliable connected (RC) queue pairs, which iSER needs (AWS EFA has SRD and "
-         "UD only): use iSCSI over TCP (iscsi://) instead";
+  if (any_rc || names.empty()) return Status::OK();
+  return Status::NotSupported(
+      "cannot reach " + peer + " over iSER: the RDMA device" + std::string(n > 1 ? "s " : " ") +
+      names +
+      " offer no reliable connected (RC) queue pairs, which iSER needs (AWS EFA has SRD and UD "
+      "only): use iSCSI over TCP (iscsi://) instead");
 }
 
 }  // namespace
@@ -76,9 +79,7 @@ Status IserResources::WaitCmEvent(rdma_cm_event_type want, Deadline deadline, co
       const std::string where = std::string(what) + " " + peer_;
       switch (type) {
         case RDMA_CM_EVENT_ADDR_ERROR:
-          if (std::string why = DevicesWithoutRc(); !why.empty()) {
-            return Status::NotSupported("cannot reach " + peer_ + " over iSER: " + why);
-          }
+          ISER_RETURN_IF_ERROR(DevicesWithoutRc(peer_));
           return Status::ConnectionFailed("no RDMA device reaches " + peer_ +
                                           " (address resolution failed, status " +
                                           std::to_string(status) + ")");
@@ -132,9 +133,7 @@ Status IserResources::Connect(const Portal& portal, Deadline deadline, IserMemor
   freeaddrinfo(list);
   if (resolve != 0) {
     const int err = errno;
-    if (std::string why = DevicesWithoutRc(); !why.empty()) {
-      return Status::NotSupported("cannot reach " + peer_ + " over iSER: " + why);
-    }
+    ISER_RETURN_IF_ERROR(DevicesWithoutRc(peer_));
     return Status::ConnectionFailed("rdma_resolve_addr " + peer_ + ": " + strerror(err));
   }
   ISER_RETURN_IF_ERROR(WaitCmEvent(RDMA_CM_EVENT_ADDR_RESOLVED, deadline, "resolving"));
@@ -184,8 +183,7 @@ Status IserResources::SetUp(IserMemory* memory) {
   // Under a limited RLIMIT_MEMLOCK the buffers take at most a quarter of what the process has
   // left (iser_memory.h), so that more sessions fit; fewer receives only mean fewer commands
   // in flight.
-  size_t left = 0;
-  ReserveLocked(0, &left);
+  size_t left = LockedLeft();
   const uint32_t fit =
       static_cast<uint32_t>(std::min<size_t>(kRecvBuffers, left / 4 / (2 * kBufferBytes)));
   const uint32_t buffers = std::max(fit, kMinBuffers);
