@@ -243,7 +243,7 @@ void Session::Dispatch() {
   // task management requests that also wait for an answer.
   const uint32_t most = dm_->MaxOutstandingCommands();
   while (*link && !free_slots_.empty() && window_.Open() &&
-         (kSlots - 1 - free_slots_.size()) + tmfs_.size() < most) {
+         CommandsAwaitingResponse() + tmfs_.size() < most) {
     Task* t = *link;
     if (!tmfs_.empty() && LunBeingReset(t->lun)) {
       held_after = t;

@@ -124,6 +124,10 @@ class Session final : private DatamoverEvents {
   Status PlaceDataIn(const Bhs& bhs, uint8_t** destination) override;
   void OnPdu(const Bhs& bhs, std::span<const uint8_t> data) override;
   void OnConnectionError(const Status& status) override;
+  // Commands in slots: sent, waiting for their final responses.
+  uint32_t CommandsAwaitingResponse() const override {
+    return static_cast<uint32_t>(kSlots - 1 - free_slots_.size());
+  }
 
   // Submit refuses tasks from now on with the first reason given.
   void StopAccepting(const Status& why);

@@ -70,6 +70,9 @@ class DatamoverEvents {
   // The connection failed (peer closed, malformed PDU, digest error, timeout). Called once; no
   // PDU events follow, OnWake still does so the session can fail new submissions.
   virtual void OnConnectionError(const Status& status) = 0;
+  // How many commands are waiting for their final responses: a datamover may wait a little
+  // before reading when many are (receive_coalescing.h).
+  virtual uint32_t CommandsAwaitingResponse() const { return 0; }
 };
 
 class Datamover {

@@ -2,7 +2,8 @@
 // that is a plain socket in the test: a Data-In segment much larger than one read lands in the
 // task's buffer and the PDU behind it is parsed; thousands of PDUs queued in one wake-up reach
 // the peer complete and in order however the socket cuts the sends; Shutdown returns while a send
-// waits for a peer that never reads; a closed connection is reported once, naming the connection.
+// waits for a peer that never reads; a closed connection is reported once, naming the connection;
+// with many commands waiting, receives held back (io_uring) still bring every response.
 // Then how a process chooses between them (tcp_datamover_choice.h): forced by
 // ISER_CONNECT_TCP_DATAMOVER, and the fallback when io_uring_setup is refused (a seccomp filter
 // on the choosing thread, as Docker's default profile refuses it), with its log line.
@@ -67,6 +68,7 @@ class Events : public DatamoverEvents {
     MutexLock lock(&mu);
     errors.push_back(status.ToString());
   }
+  uint32_t CommandsAwaitingResponse() const override { return awaiting; }
   size_t pdu_count() {
     MutexLock lock(&mu);
     return pdus.size();
@@ -78,6 +80,7 @@ class Events : public DatamoverEvents {
 
   std::function<void()> on_wake;
   std::vector<uint8_t> read_buffer;
+  uint32_t awaiting = 0;  // what CommandsAwaitingResponse says
   Mutex mu;
   std::vector<Opcode> pdus ISER_GUARDED_BY(mu);
   std::vector<uint8_t> last_data ISER_GUARDED_BY(mu);
@@ -270,6 +273,35 @@ TEST_P(TcpDatamovers, WakeRunsOnTheIoThread) {
   EXPECT_FALSE(dm_->OnIoThread());
   dm_->Wake();
   ASSERT_TRUE(WaitFor([&] { return on_thread_.load() > 0; }));
+}
+
+// With many commands waiting, the io_uring datamover holds receives back (receive_coalescing.h)
+// behind a timeout linked to them: the responses still all arrive whole, and
+// Shutdown while a held-back receive is in flight returns.
+TEST_P(TcpDatamovers, ResponsesArriveWholeWhileReceivesAreHeldBack) {
+  constexpr uint32_t kBursts = 40;
+  constexpr uint32_t kPerBurst = 8;
+  events_.awaiting = 64;
+  ASSERT_TRUE(dm_->Start(&events_).ok());
+  for (uint32_t b = 0; b < kBursts; ++b) {
+    std::vector<uint8_t> burst;
+    for (uint32_t i = 0; i < kPerBurst; ++i) {
+      Bhs response;
+      response.set_opcode(Opcode::kScsiResponse, false);
+      response.set_flags(kFinalBit);
+      response.set_itt(b * kPerBurst + i);
+      burst.insert(burst.end(), response.data(), response.data() + kBhsLength);
+    }
+    PeerSend(burst.data(), burst.size());
+    std::this_thread::sleep_for(milliseconds(2));
+  }
+  ASSERT_TRUE(WaitFor([&] { return events_.pdu_count() == kBursts * kPerBurst; }))
+      << events_.pdu_count();
+  dm_->Shutdown();
+  EXPECT_EQ(events_.error_count(), 0u);
+  if (GetParam() == TcpDatamoverKind::kIoUring) {
+    EXPECT_GT(static_cast<UringDatamover*>(dm_.get())->delayed_receives(), 0u);
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Both, TcpDatamovers,

@@ -199,6 +199,13 @@ bool TcpFramedDatamover::ParseHeader() {
     }
   }
   rpos_ += header_len;
+  const Opcode opcode = rx_bhs_.opcode();
+  if (opcode == Opcode::kScsiResponse ||
+      (opcode == Opcode::kDataIn && (rx_bhs_.flags() & kStatusBit))) {
+    ++received_.responses;
+  } else if (opcode == Opcode::kR2T) {
+    received_.r2t_or_large_data = true;
+  }
   rx_len_ = rx_bhs_.data_segment_length();
   rx_done_ = 0;
   rx_crc_ = kCrc32cSeed;
@@ -207,7 +214,7 @@ bool TcpFramedDatamover::ParseHeader() {
     return true;
   }
   large_segments_ = rx_len_ >= kLargeSegment;
-  if (rx_bhs_.opcode() == Opcode::kDataIn) {
+  if (opcode == Opcode::kDataIn) {
     st = events_->PlaceDataIn(rx_bhs_, &rx_dst_);
     if (!st.ok()) {
       Fail(st);
@@ -412,6 +419,14 @@ bool TcpFramedDatamover::Received(size_t n) {
   }
   rend_ += n;
   return drained;
+}
+
+TcpFramedDatamover::ReceivedSummary TcpFramedDatamover::TakeReceivedSummary() {
+  ReceivedSummary summary = received_;
+  // While large segments stream (one may be half read), so does the data.
+  summary.r2t_or_large_data |= large_segments_;
+  received_ = {};
+  return summary;
 }
 
 void TcpFramedDatamover::ParseReceived() {

@@ -73,6 +73,14 @@ class TcpFramedDatamover : public Datamover {
   void Sent(size_t n);
   bool SendQueued() const { return iov_pos_ < iov_count_ || out_count_ > 0; }
 
+  // What ParseReceived handed on since the last call: final responses (SCSI Response, Data-In
+  // with the S bit), and whether an R2T was among them or large data segments are streaming.
+  struct ReceivedSummary {
+    uint32_t responses = 0;
+    bool r2t_or_large_data = false;
+  };
+  ReceivedSummary TakeReceivedSummary();
+
   int fd_ = -1;
   std::string peer_;
   DatamoverEvents* events_ = nullptr;
@@ -123,6 +131,7 @@ class TcpFramedDatamover : public Datamover {
   uint32_t rx_crc_ = 0;
   std::vector<uint8_t> rx_control_;  // data segments of PDUs other than Data-In
   bool large_segments_ = false;      // the last data segment was large: expect more
+  ReceivedSummary received_;
   // What the last PlanReceive asked for: bytes straight into the task's buffer, then staging.
   size_t planned_direct_ = 0;
   size_t planned_room_ = 0;

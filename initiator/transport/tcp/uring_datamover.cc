@@ -15,7 +15,7 @@ namespace iser {
 
 namespace {
 
-// A receive, a send and an eventfd read are in flight at most.
+// A receive (and the timeout before it), a send and an eventfd read are in flight at most.
 constexpr unsigned kEntries = 8;
 constexpr auto kTick = std::chrono::seconds(1);
 // Registered file indexes.
@@ -167,6 +167,17 @@ void UringDatamover::Arm() {
     rx_msg_ = {};
     rx_msg_.msg_iov = rx_iov_;
     rx_msg_.msg_iovlen = static_cast<size_t>(PlanReceive(rx_iov_));
+    if (const auto delay = coalescing_.Delay(events_->CommandsAwaitingResponse());
+        delay.count() > 0) {
+      coalescing_delay_ = {0, delay.count()};
+      io_uring_sqe* timeout = NextSqe();
+      // ETIME_SUCCESS: the timeout expiring lets the linked receive run instead of cancelling
+      // it; CQE_SKIP_SUCCESS: and posts nothing that would wake the thread.
+      io_uring_prep_timeout(timeout, &coalescing_delay_, 0, IORING_TIMEOUT_ETIME_SUCCESS);
+      timeout->flags |= IOSQE_IO_LINK | IOSQE_CQE_SKIP_SUCCESS;
+      io_uring_sqe_set_data64(timeout, kCoalescingTimeout);
+      ++delayed_receives_;
+    }
     io_uring_sqe* sqe = NextSqe();
     io_uring_prep_recvmsg(sqe, kSocketFile, &rx_msg_, 0);
     sqe->flags |= IOSQE_FIXED_FILE;
@@ -265,6 +276,10 @@ void UringDatamover::Complete(uint64_t request, int result) {
       poked_.store(false);
       events_->OnWake();
       break;
+    case kCoalescingTimeout:
+      // Posted only when the timeout failed; the receive linked to it then ends with
+      // -ECANCELED, which fails the connection.
+      break;
   }
 }
 
@@ -274,6 +289,8 @@ void UringDatamover::OnReceived(int result) {
     SocketAcquireForThreadSanitizer(fd_);
     socket_empty_ = Received(static_cast<size_t>(result));
     ParseReceived();
+    const ReceivedSummary summary = TakeReceivedSummary();
+    coalescing_.Received(Clock::now(), summary.responses, summary.r2t_or_large_data);
   } else if (result == 0) {
     Fail(Status::ConnectionFailed("the target closed the connection"));
   } else if (result != -EINTR && result != -EAGAIN) {
@@ -312,6 +329,8 @@ void UringDatamover::Drain() {
           break;
         case kWakeRead:
           wake_armed_ = false;
+          break;
+        case kCoalescingTimeout:
           break;
       }
       ++seen;

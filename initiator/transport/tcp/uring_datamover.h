@@ -11,7 +11,9 @@
 //    into provided buffers: the kernel then picks the buffer, and a 512 KiB read would be copied
 //    once more out of it; small PDUs are copied out of staging either way. After a short
 //    receive (the socket was empty) the next one polls first (IORING_RECVSEND_POLL_FIRST)
-//    instead of trying a read that would fail;
+//    instead of trying a read that would fail. When ReceiveCoalescing asks for a delay, a
+//    timeout linked before the receive holds it back that long (its completion is skipped), so
+//    the thread sleeps through the responses arriving meanwhile and reads them in one go;
 //  - a send (IORING_OP_SENDMSG) of the batch PendingSend built: every PDU the round queued, up
 //    to IOV_MAX iovecs. PDUs queued while it is in flight go in the next batch;
 //  - a read of the eventfd that Wake writes, with the same protocol as IoLoop::Wake: while the
@@ -33,6 +35,7 @@
 #include <cstdint>
 #include <thread>
 
+#include "initiator/transport/tcp/receive_coalescing.h"
 #include "initiator/transport/tcp/tcp_framing.h"
 
 namespace iser {
@@ -52,9 +55,12 @@ class UringDatamover final : public TcpFramedDatamover {
   bool OnIoThread() const override { return std::this_thread::get_id() == thread_id_.load(); }
   void Shutdown() override;
 
+  // How many receives waited for ReceiveCoalescing's delay. Read after Shutdown (tests).
+  uint64_t delayed_receives() const { return delayed_receives_; }
+
  private:
   // user_data of each kind of request.
-  enum Request : uint64_t { kReceive = 1, kSend, kWakeRead };
+  enum Request : uint64_t { kReceive = 1, kSend, kWakeRead, kCoalescingTimeout };
 
   void Run();
   void Complete(uint64_t request, int result);
@@ -82,6 +88,9 @@ class UringDatamover final : public TcpFramedDatamover {
   bool sending_ = false;
   bool wake_armed_ = false;
   bool socket_empty_ = false;  // the last receive came back short
+  ReceiveCoalescing coalescing_;
+  __kernel_timespec coalescing_delay_{};  // read by the kernel when the timeout is submitted
+  uint64_t delayed_receives_ = 0;
   iovec rx_iov_[2] = {};
   msghdr rx_msg_{};
   msghdr tx_msg_{};
