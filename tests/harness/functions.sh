@@ -35,7 +35,7 @@ if ! declare -F cleanup_push >/dev/null; then
       command -v "$cmd" >/dev/null 2>&1 || missing+=("$cmd")
     done
     [ ${#missing[@]} -eq 0 ] ||
-      fail "required but not installed: ${missing[*]} (scripts/deps installs what the tests need)"
+      fail "required but not installed: ${missing[*]} (scripts/deps test installs what the tests need)"
   }
 
   CLEANUP_STACK=()

@@ -41,8 +41,10 @@ tgt_in_iser_netns() {
   exec timeout "$seconds" "$TGT_HARNESS_DIR/iser-netns" "$softrdma_run" bash "$0" "$@"
 }
 
-# A free port for tgtd, outside the kernel's ephemeral range (free_port.py).
+# A free port for tgtd, outside the kernel's ephemeral range (free_port.py). Checked here, not
+# in tgt_start: an iSER fixture has its port (3260), and scripts/demo runs without python3.
 tgt_free_port() {
+  requires python3
   python3 "$TGT_HARNESS_DIR/free_port.py"
 }
 
@@ -62,7 +64,7 @@ tgt_port_free() {
 }
 
 tgt_start() {
-  requires tgtd tgtadm python3 ss
+  requires tgtd tgtadm ss
   temp_dir TGT_DIR tgt
   export TGT_IPC_SOCKET=$TGT_DIR/ipc
   TGT_LLD=${TGT_LLD:-iscsi}
