@@ -24,6 +24,7 @@
 #include <sys/uio.h>
 
 #include <cstdint>
+#include <memory>
 #include <span>
 #include <string>
 #include <vector>
@@ -120,7 +121,7 @@ class TcpFramedDatamover : public Datamover {
   uint32_t max_send_dsl_ = 8192;  // target's: bound on our Data-Out and immediate data
 
   // Receive side.
-  std::vector<uint8_t> staging_;
+  std::unique_ptr<uint8_t[]> staging_;
   size_t rpos_ = 0;
   size_t rend_ = 0;
   enum class Rx { kHeader, kData, kTrailer } rx_ = Rx::kHeader;
