@@ -25,8 +25,9 @@ namespace {
 constexpr size_t kStagingSize = 256 * 1024;
 constexpr size_t kMaxFramesPerBatch = 256;
 constexpr size_t kMaxAhsBytes = 1020;  // TotalAHSLength is one byte of 4-byte words
-// Big enough for a PDU-per-command burst at queue depth; grows if ever exceeded.
-constexpr size_t kInitialOutputs = 2048;
+// A queue depth's worth of commands; PushOutput doubles it when a burst needs more. Small, because
+// a daemon may hold hundreds of sessions (2048 entries were 64 KiB each).
+constexpr size_t kInitialOutputs = 128;
 // A data segment at least this long is worth a system call of its own to avoid a copy.
 constexpr uint32_t kLargeSegment = 32 * 1024;
 
