@@ -40,12 +40,15 @@ void Session::AddAlternatePortals(const std::vector<Portal>& portals) {
 }
 
 void Session::StopRecovery() {
+  std::thread recovery;
   {
     MutexLock lock(&submit_mu_);
     stopping_ = true;
     recovery_cv_.SignalAll();
+    // Once stopping_ is set, OnConnectionError starts no thread.
+    recovery = std::move(recovery_thread_);
   }
-  if (recovery_thread_.joinable()) recovery_thread_.join();
+  if (recovery.joinable()) recovery.join();
 }
 
 void Session::RecoveryMain() {

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <system_error>
 
 #include "initiator/base/log.h"
 #include "initiator/base/notification.h"
@@ -107,7 +108,6 @@ Result<std::unique_ptr<Session>> Session::Open(const SessionOptions& options) {
   }
   ISER_RETURN_IF_ERROR(s->dm_->Start(s.get()));
   s->started_ = true;
-  if (options.recover) s->recovery_thread_ = std::thread([p = s.get()] { p->RecoveryMain(); });
   Log(LogLevel::kDebug, "logged in to " + s->Describe() + ", TSIH " + std::to_string(outcome.tsih));
   return s;
 }
@@ -750,9 +750,19 @@ void Session::OnConnectionError(const Status& status) {
     logged_out = logout_done_;
   }
   bool recover;
+  Status no_thread;
   {
     MutexLock lock(&submit_mu_);
     recover = options_.recover && !stopping_;
+    if (recover && !recovery_thread_.joinable()) {
+      try {
+        recovery_thread_ = std::thread([this] { RecoveryMain(); });
+      } catch (const std::system_error& e) {
+        recover = false;
+        no_thread =
+            Status::ResourceExhausted(std::string("cannot start the recovery thread: ") + e.what());
+      }
+    }
     if (recover) {
       recovery_requested_ = true;
       loss_ = logged_out ? Status::ConnectionFailed("the target asked us to log out") : status;
@@ -766,6 +776,10 @@ void Session::OnConnectionError(const Status& status) {
   }
   // The recovery thread logs the loss, numbered (recovery.cc).
   if (recover) return;
+  if (!no_thread.ok()) {
+    Log(LogLevel::kError,
+        no_thread.message() + ": the session to " + Describe() + " is not recovered");
+  }
   StopAccepting(status);
   // The target drops the connection after its Logout Response: that is how a logout ends, not a
   // failure worth reporting.

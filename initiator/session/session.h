@@ -216,7 +216,9 @@ class Session final : private DatamoverEvents {
   SessionStats stats_ ISER_GUARDED_BY(submit_mu_);
   std::vector<Portal> added_portals_ ISER_GUARDED_BY(submit_mu_);
   Status recovery_failure_ ISER_GUARDED_BY(submit_mu_);  // RecoveryFailure()
-  std::thread recovery_thread_;
+  // Started at the first loss of the connection: a daemon with hundreds of sessions that never
+  // lose one has no thread waiting for it.
+  std::thread recovery_thread_ ISER_GUARDED_BY(submit_mu_);
 
   // I/O thread state (the recovery thread's while no I/O thread runs).
   NegotiatedParams params_;
