@@ -9,6 +9,7 @@
 #include <infiniband/verbs.h>
 
 #include <atomic>
+#include <cstddef>
 #include <cstdint>
 #include <deque>
 #include <memory>
@@ -38,8 +39,9 @@ struct Mr {
   ibv_mr pub;
   Pd* pd;
   int access;
-  uint32_t key;     // lkey == rkey; kept apart from pub, which the application can overwrite
-  int windows = 0;  // memory windows bound to it (ibv_dereg_mr fails with EBUSY); keys.cc's lock
+  uint32_t key;       // lkey == rkey; kept apart from pub, which the application can overwrite
+  int windows = 0;    // memory windows bound to it (ibv_dereg_mr fails with EBUSY); keys.cc's lock
+  size_t locked = 0;  // what it counts against RLIMIT_MEMLOCK (strict mode)
   bool destroyed = false;
 };
 

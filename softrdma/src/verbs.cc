@@ -569,11 +569,13 @@ ibv_mr* ibv_reg_mr(ibv_pd* pd, void* addr, size_t length, int access) {
     errno = ENOMEM;
     return nullptr;
   }
-  if (int err = strict_check_registration(addr, length)) {
+  size_t locked = 0;
+  if (int err = strict_check_registration(addr, length, &locked)) {
     errno = err;
     return nullptr;
   }
   auto* mr = new Mr();
+  mr->locked = locked;
   mr->pd = impl<Pd>(pd);
   mr->access = access;
   mr->pub.context = pd->context;
