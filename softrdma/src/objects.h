@@ -182,6 +182,9 @@ void sq_complete_front(Qp* qp, ibv_wc_status st);
 
 // Async events on the device context's async fd.
 void post_async_event(const ibv_async_event& ev);
+// The CQ fails as an overrun fails it: IBV_EVENT_CQ_ERR, it takes no more completions, and every
+// QP using it goes to error. False if it was destroyed or has failed already.
+bool cq_raise_error(Cq* cq);
 
 uint32_t random_u32();
 

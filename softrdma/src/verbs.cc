@@ -46,12 +46,11 @@ static void cq_changed(Cq* cq) {
 // The completions held by this thread's open CompletionBatch (null while none is open).
 static thread_local std::vector<std::pair<Cq*, Cqe>>* held_completions = nullptr;
 
-// A CQ overrun (strict mode), as hardware reports it: IBV_EVENT_CQ_ERR on the async fd, and every
-// QP using the CQ goes to error. The QPs are failed from the loop thread: the completion that
-// overran may be pushed with one QP's lock held, and taking the others' there could deadlock.
-static void cq_overrun(Cq* cq, std::vector<Qp*> users) {
-  log_warn("CQ %p overrun: more than its %d entries unpolled (IBV_EVENT_CQ_ERR)",
-           static_cast<void*>(cq), cq->capacity);
+// A CQ error (an overrun in strict mode, or injected), as hardware reports it: IBV_EVENT_CQ_ERR
+// on the async fd, and every QP using the CQ goes to error. The QPs are failed from the loop
+// thread: the completion that overran may be pushed with one QP's lock held, and taking the
+// others' there could deadlock. The caller has set cq->overrun: the CQ takes no more completions.
+static void cq_error(Cq* cq, std::vector<Qp*> users) {
   ibv_async_event ae{};
   ae.element.cq = &cq->pub;
   ae.event_type = IBV_EVENT_CQ_ERR;
@@ -83,7 +82,9 @@ static void cq_add(Cq* cq, const Cqe* e, size_t n) {
       cq->overrun = true;
       std::vector<Qp*> users = cq->users;
       g.unlock();
-      cq_overrun(cq, std::move(users));
+      log_warn("CQ %p overrun: more than its %d entries unpolled (IBV_EVENT_CQ_ERR)",
+               static_cast<void*>(cq), cq->capacity);
+      cq_error(cq, std::move(users));
       return;
     }
     cq->entries.insert(cq->entries.end(), e, e + n);
@@ -97,6 +98,18 @@ static void cq_add(Cq* cq, const Cqe* e, size_t n) {
   uint64_t one = 1;
   if (write(ch->pub.fd, &one, sizeof one) < 0) log_warn("completion event lost");
   ch->signalling--;
+}
+
+bool cq_raise_error(Cq* cq) {
+  std::vector<Qp*> users;
+  {
+    std::lock_guard g(cq->mu);
+    if (cq->destroyed || cq->overrun) return false;
+    cq->overrun = true;
+    users = cq->users;
+  }
+  cq_error(cq, std::move(users));
+  return true;
 }
 
 void cq_push(Cq* cq, const ibv_wc& wc, Qp* qp, WorkQueue q) {
