@@ -385,6 +385,9 @@ void IserDatamover::SendQueued() {
       data = {next.task->buffer, next.task->immediate_bytes};
     }
     if (!TrySend(next.task, next.bhs, data)) break;
+    // TrySend may have failed the connection (a command it could not expose), which dropped
+    // every pending PDU, `next` included.
+    if (failed_) break;
     pending_.pop_front();
   }
   if (Status st = res_.FlushSends(); !st.ok()) Fail(st);
