@@ -630,6 +630,21 @@ int ibv_destroy_comp_channel(ibv_comp_channel* ch) {
   return 0;
 }
 
+// The depth ibv_create_cq grants for `cqe` (1 to max_cqe) entries, as the profile's provider
+// and kernel driver round it (docs/softrdma.md, "Device profiles").
+static int granted_cqe(int cqe) {
+  const auto pow2 = [](unsigned n) { return n <= 1 ? 1u : 1u << (32 - __builtin_clz(n - 1)); };
+  switch (profile().cq_rule) {
+    case CqRule::PowerOfTwoLessOne:
+      return static_cast<int>(pow2(static_cast<unsigned>(cqe) + 1) - 1);
+    case CqRule::PowerOfTwo:
+      return static_cast<int>(pow2(static_cast<unsigned>(cqe)));
+    case CqRule::Exact:
+      break;
+  }
+  return cqe;
+}
+
 ibv_cq* ibv_create_cq(ibv_context* ctx, int cqe, void* cq_context, ibv_comp_channel* ch, int) {
   if (profile().check_caps && (cqe < 1 || cqe > profile().max_cqe)) {
     errno = EINVAL;
@@ -639,8 +654,8 @@ ibv_cq* ibv_create_cq(ibv_context* ctx, int cqe, void* cq_context, ibv_comp_chan
   cq->pub.context = ctx;
   cq->pub.channel = ch;
   cq->pub.cq_context = cq_context;
-  cq->pub.cqe = cqe;
-  cq->capacity = cqe;
+  cq->pub.cqe = granted_cqe(cqe);
+  cq->capacity = cq->pub.cqe;
   pthread_mutex_init(&cq->pub.mutex, nullptr);
   pthread_cond_init(&cq->pub.cond, nullptr);
   if (ch) ch->refcnt++;
