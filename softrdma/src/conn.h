@@ -75,6 +75,8 @@ void conn_kick(const std::shared_ptr<Conn>& c);
 void conn_watch_rnr_timer(const std::shared_ptr<Conn>& c);
 // Runs fn on the loop thread once `delay` has passed (starting the loop if needed).
 void loop_after(std::chrono::milliseconds delay, std::function<void()> fn);
+// The connections the loop watches now, each once (fault injection finds their QPs here).
+std::vector<std::shared_ptr<Conn>> loop_connections();
 
 // Implemented by the CM library side (cm hooks registered at runtime, so libibverbs does not
 // depend on librdmacm).

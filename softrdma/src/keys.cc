@@ -108,7 +108,7 @@ int mr_deregister(Mr* mr) {
   keys().by_index.erase(mr->key >> 8);
   mr->destroyed = true;
   mr->pd->users--;
-  strict_release_registration(mr->pub.length);
+  strict_release_registration(mr->locked);
   auto& retired = keys().retired_mrs;
   retired.push_back(mr);
   if (retired.size() > kMrQuarantine) {

@@ -10,6 +10,7 @@
 #include <sys/timerfd.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <functional>
@@ -341,6 +342,17 @@ void loop_after(std::chrono::milliseconds delay, std::function<void()> fn) {
   std::lock_guard g(l.mu);
   l.timers.emplace(Clock::now() + delay, std::move(fn));
   arm_timer_locked(l);
+}
+
+std::vector<std::shared_ptr<Conn>> loop_connections() {
+  Loop& l = loop();
+  std::lock_guard g(l.mu);
+  std::vector<std::shared_ptr<Conn>> out;
+  for (const auto& [fd, c] : l.conns) {
+    // A connection with an RNR timer is in the map twice.
+    if (std::find(out.begin(), out.end(), c) == out.end()) out.push_back(c);
+  }
+  return out;
 }
 
 void set_cm_hooks(const CmHooks* hooks) {

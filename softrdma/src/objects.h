@@ -9,6 +9,7 @@
 #include <infiniband/verbs.h>
 
 #include <atomic>
+#include <cstddef>
 #include <cstdint>
 #include <deque>
 #include <memory>
@@ -38,8 +39,9 @@ struct Mr {
   ibv_mr pub;
   Pd* pd;
   int access;
-  uint32_t key;     // lkey == rkey; kept apart from pub, which the application can overwrite
-  int windows = 0;  // memory windows bound to it (ibv_dereg_mr fails with EBUSY); keys.cc's lock
+  uint32_t key;       // lkey == rkey; kept apart from pub, which the application can overwrite
+  int windows = 0;    // memory windows bound to it (ibv_dereg_mr fails with EBUSY); keys.cc's lock
+  size_t locked = 0;  // what it counts against RLIMIT_MEMLOCK (strict mode)
   bool destroyed = false;
 };
 
@@ -180,6 +182,9 @@ void sq_complete_front(Qp* qp, ibv_wc_status st);
 
 // Async events on the device context's async fd.
 void post_async_event(const ibv_async_event& ev);
+// The CQ fails as an overrun fails it: IBV_EVENT_CQ_ERR, it takes no more completions, and every
+// QP using it goes to error. False if it was destroyed or has failed already.
+bool cq_raise_error(Cq* cq);
 
 uint32_t random_u32();
 

@@ -26,6 +26,15 @@ enum class InlineRule {
   Clamp,     // always granted max_inline, whatever was asked (cxgb4)
 };
 
+// What ibv_create_cq grants for `cqe` entries (what cq->cqe says, and what the CQ holds before a
+// completion overruns it). Only the rules read in a provider's source are modelled; the others
+// grant exactly what was asked.
+enum class CqRule {
+  Exact,              // the default profile, and those whose rule is not modelled
+  PowerOfTwoLessOne,  // roundup_pow_of_two(cqe + 1) - 1 (mlx5, rxe)
+  PowerOfTwo,         // roundup_pow_of_two(cqe) (siw)
+};
+
 struct Profile {
   const char* name;
   Transport transport;
@@ -54,6 +63,7 @@ struct Profile {
   // the default profile never did).
   bool check_caps;
   unsigned reg_mr_us;  // default cost of ibv_reg_mr and ibv_dereg_mr (SOFTRDMA_REG_MR_US)
+  CqRule cq_rule = CqRule::Exact;
 };
 
 const Profile& profile();

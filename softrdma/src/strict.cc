@@ -1,7 +1,9 @@
 #include "strict.h"
 
+#include <linux/capability.h>
 #include <sys/mman.h>
 #include <sys/resource.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -17,10 +19,13 @@ namespace {
 
 std::atomic<uint64_t> locked_bytes{0};
 
-bool may_lock_unlimited() {
-  if (geteuid() == 0 || env_on("SOFTRDMA_IGNORE_MEMLOCK")) return true;
-  rlimit rl{};
-  return getrlimit(RLIMIT_MEMLOCK, &rl) == 0 && rl.rlim_cur == RLIM_INFINITY;
+// The kernel's capable(CAP_IPC_LOCK): the calling thread's effective set (capabilities are per
+// thread, and ibv_reg_mr's system call runs on the registering one).
+bool has_ipc_lock() {
+  __user_cap_header_struct header{_LINUX_CAPABILITY_VERSION_3, 0};
+  __user_cap_data_struct data[_LINUX_CAPABILITY_U32S_3]{};
+  if (syscall(SYS_capget, &header, data) != 0) return false;
+  return (data[CAP_TO_INDEX(CAP_IPC_LOCK)].effective & CAP_TO_MASK(CAP_IPC_LOCK)) != 0;
 }
 
 }  // namespace
@@ -40,24 +45,29 @@ void strict_poison_error(ibv_wc* wc) {
   wc->vendor_err = 0;
 }
 
-int strict_check_registration(void* addr, size_t length) {
+int strict_check_registration(void* addr, size_t length, size_t* locked) {
+  *locked = 0;
   if (!strict_mode() || length == 0) return 0;
   long page = sysconf(_SC_PAGESIZE);
   auto start = reinterpret_cast<uintptr_t>(addr) & ~static_cast<uintptr_t>(page - 1);
   size_t span = reinterpret_cast<uintptr_t>(addr) + length - start;
   std::vector<unsigned char> vec((span + page - 1) / page);
   if (mincore(reinterpret_cast<void*>(start), span, vec.data()) != 0) return EFAULT;
-  if (may_lock_unlimited()) return 0;
+  const size_t pages = vec.size() * page;
   rlimit rl{};
-  getrlimit(RLIMIT_MEMLOCK, &rl);
-  if (locked_bytes + length > rl.rlim_cur) return ENOMEM;
-  locked_bytes += length;
+  const bool limited = getrlimit(RLIMIT_MEMLOCK, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY &&
+                       !env_on("SOFTRDMA_IGNORE_MEMLOCK") && !has_ipc_lock();
+  const uint64_t now = locked_bytes += pages;
+  if (limited && now > rl.rlim_cur) {
+    locked_bytes -= pages;
+    return ENOMEM;
+  }
+  *locked = pages;
   return 0;
 }
 
-void strict_release_registration(size_t length) {
-  if (!strict_mode() || may_lock_unlimited()) return;
-  locked_bytes -= length;
+void strict_release_registration(size_t locked) {
+  locked_bytes -= locked;
 }
 
 }  // namespace softrdma

@@ -46,12 +46,11 @@ static void cq_changed(Cq* cq) {
 // The completions held by this thread's open CompletionBatch (null while none is open).
 static thread_local std::vector<std::pair<Cq*, Cqe>>* held_completions = nullptr;
 
-// A CQ overrun (strict mode), as hardware reports it: IBV_EVENT_CQ_ERR on the async fd, and every
-// QP using the CQ goes to error. The QPs are failed from the loop thread: the completion that
-// overran may be pushed with one QP's lock held, and taking the others' there could deadlock.
-static void cq_overrun(Cq* cq, std::vector<Qp*> users) {
-  log_warn("CQ %p overrun: more than its %d entries unpolled (IBV_EVENT_CQ_ERR)",
-           static_cast<void*>(cq), cq->capacity);
+// A CQ error (an overrun in strict mode, or injected), as hardware reports it: IBV_EVENT_CQ_ERR
+// on the async fd, and every QP using the CQ goes to error. The QPs are failed from the loop
+// thread: the completion that overran may be pushed with one QP's lock held, and taking the
+// others' there could deadlock. The caller has set cq->overrun: the CQ takes no more completions.
+static void cq_error(Cq* cq, std::vector<Qp*> users) {
   ibv_async_event ae{};
   ae.element.cq = &cq->pub;
   ae.event_type = IBV_EVENT_CQ_ERR;
@@ -83,7 +82,9 @@ static void cq_add(Cq* cq, const Cqe* e, size_t n) {
       cq->overrun = true;
       std::vector<Qp*> users = cq->users;
       g.unlock();
-      cq_overrun(cq, std::move(users));
+      log_warn("CQ %p overrun: more than its %d entries unpolled (IBV_EVENT_CQ_ERR)",
+               static_cast<void*>(cq), cq->capacity);
+      cq_error(cq, std::move(users));
       return;
     }
     cq->entries.insert(cq->entries.end(), e, e + n);
@@ -97,6 +98,18 @@ static void cq_add(Cq* cq, const Cqe* e, size_t n) {
   uint64_t one = 1;
   if (write(ch->pub.fd, &one, sizeof one) < 0) log_warn("completion event lost");
   ch->signalling--;
+}
+
+bool cq_raise_error(Cq* cq) {
+  std::vector<Qp*> users;
+  {
+    std::lock_guard g(cq->mu);
+    if (cq->destroyed || cq->overrun) return false;
+    cq->overrun = true;
+    users = cq->users;
+  }
+  cq_error(cq, std::move(users));
+  return true;
 }
 
 void cq_push(Cq* cq, const ibv_wc& wc, Qp* qp, WorkQueue q) {
@@ -569,11 +582,13 @@ ibv_mr* ibv_reg_mr(ibv_pd* pd, void* addr, size_t length, int access) {
     errno = ENOMEM;
     return nullptr;
   }
-  if (int err = strict_check_registration(addr, length)) {
+  size_t locked = 0;
+  if (int err = strict_check_registration(addr, length, &locked)) {
     errno = err;
     return nullptr;
   }
   auto* mr = new Mr();
+  mr->locked = locked;
   mr->pd = impl<Pd>(pd);
   mr->access = access;
   mr->pub.context = pd->context;
@@ -615,6 +630,21 @@ int ibv_destroy_comp_channel(ibv_comp_channel* ch) {
   return 0;
 }
 
+// The depth ibv_create_cq grants for `cqe` (1 to max_cqe) entries, as the profile's provider
+// and kernel driver round it (docs/softrdma.md, "Device profiles").
+static int granted_cqe(int cqe) {
+  const auto pow2 = [](unsigned n) { return n <= 1 ? 1u : 1u << (32 - __builtin_clz(n - 1)); };
+  switch (profile().cq_rule) {
+    case CqRule::PowerOfTwoLessOne:
+      return static_cast<int>(pow2(static_cast<unsigned>(cqe) + 1) - 1);
+    case CqRule::PowerOfTwo:
+      return static_cast<int>(pow2(static_cast<unsigned>(cqe)));
+    case CqRule::Exact:
+      break;
+  }
+  return cqe;
+}
+
 ibv_cq* ibv_create_cq(ibv_context* ctx, int cqe, void* cq_context, ibv_comp_channel* ch, int) {
   if (profile().check_caps && (cqe < 1 || cqe > profile().max_cqe)) {
     errno = EINVAL;
@@ -624,8 +654,8 @@ ibv_cq* ibv_create_cq(ibv_context* ctx, int cqe, void* cq_context, ibv_comp_chan
   cq->pub.context = ctx;
   cq->pub.channel = ch;
   cq->pub.cq_context = cq_context;
-  cq->pub.cqe = cqe;
-  cq->capacity = cqe;
+  cq->pub.cqe = granted_cqe(cqe);
+  cq->capacity = cq->pub.cqe;
   pthread_mutex_init(&cq->pub.mutex, nullptr);
   pthread_cond_init(&cq->pub.cond, nullptr);
   if (ch) ch->refcnt++;

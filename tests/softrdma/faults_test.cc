@@ -1,9 +1,13 @@
-// softrdma's fault injection settings. Each test runs only under the ctest entry that sets its
-// environment variable (settings are read once per process) and is skipped elsewhere.
+// softrdma's fault injection. Each Faults.* test runs only under the ctest entry that sets its
+// environment variable (settings are read once per process) and fails elsewhere; the
+// InjectedAsyncEvent.* tests call softrdma_raise_async_event and run with the semantics.
+#include <dlfcn.h>
 #include <gtest/gtest.h>
 
+#include <cerrno>
 #include <chrono>
 #include <cstdlib>
+#include <thread>
 
 #include "verbs_pair.h"
 
@@ -83,6 +87,86 @@ TEST(Faults, DelayPostponesCompletions) {
   ASSERT_EQ(sc.size(), 1u);
   EXPECT_EQ(sc[0].status, IBV_WC_SUCCESS);
   EXPECT_GE(std::chrono::steady_clock::now() - t0, std::chrono::milliseconds(200));
+}
+
+using Raise = int (*)(int);
+
+Raise raise_hook() {
+  return reinterpret_cast<Raise>(dlsym(RTLD_DEFAULT, "softrdma_raise_async_event"));
+}
+
+// The async events of `ctx` that arrive within 5 s, up to n.
+std::vector<ibv_async_event> async_events(ibv_context* ctx, int n) {
+  std::vector<ibv_async_event> out;
+  pollfd p{ctx->async_fd, POLLIN, 0};
+  while (static_cast<int>(out.size()) < n && poll(&p, 1, 5000) == 1) {
+    ibv_async_event ev;
+    if (ibv_get_async_event(ctx, &ev) != 0) break;
+    out.push_back(ev);
+    ibv_ack_async_event(&ev);
+  }
+  return out;
+}
+
+ibv_qp_state state_of(ibv_qp* qp) {
+  ibv_qp_attr attr{};
+  ibv_qp_init_attr init{};
+  ibv_query_qp(qp, &attr, IBV_QP_STATE, &init);
+  return attr.qp_state;
+}
+
+TEST(InjectedAsyncEvent, QpFatalFailsEveryConnectedQpAndFlushesItsWork) {
+  const Raise raise = raise_hook();
+  ASSERT_NE(raise, nullptr) << "softrdma_raise_async_event not found: run under softrdma-run";
+  VerbsPair p;
+  ASSERT_TRUE(p.connect());
+  ASSERT_EQ(post_recv(p.b, 7, 0, 64), 0);
+  ASSERT_EQ(raise(IBV_EVENT_QP_FATAL), 2);  // both ends of the pair are in this process
+  const std::vector<ibv_async_event> events = async_events(p.a.id->verbs, 2);
+  ASSERT_EQ(events.size(), 2u);
+  for (const ibv_async_event& ev : events) {
+    EXPECT_EQ(ev.event_type, IBV_EVENT_QP_FATAL);
+    EXPECT_TRUE(ev.element.qp == p.a.id->qp || ev.element.qp == p.b.id->qp);
+  }
+  EXPECT_NE(events[0].element.qp, events[1].element.qp);
+  EXPECT_EQ(state_of(p.a.id->qp), IBV_QPS_ERR);
+  EXPECT_EQ(state_of(p.b.id->qp), IBV_QPS_ERR);
+  const std::vector<ibv_wc> flushed = p.wait_wc(p.b, 1);
+  ASSERT_EQ(flushed.size(), 1u);
+  EXPECT_EQ(flushed[0].wr_id, 7u);
+  EXPECT_EQ(flushed[0].status, IBV_WC_WR_FLUSH_ERR);
+  EXPECT_EQ(raise(IBV_EVENT_QP_FATAL), 0) << "a QP in error is not connected any more";
+}
+
+TEST(InjectedAsyncEvent, CqErrorFailsTheCqsOfConnectedQps) {
+  const Raise raise = raise_hook();
+  ASSERT_NE(raise, nullptr) << "softrdma_raise_async_event not found: run under softrdma-run";
+  VerbsPair p;
+  ASSERT_TRUE(p.connect());
+  ASSERT_EQ(post_recv(p.b, 7, 0, 64), 0);
+  ASSERT_EQ(raise(IBV_EVENT_CQ_ERR), 2);  // a's CQ and b's
+  const std::vector<ibv_async_event> events = async_events(p.a.id->verbs, 2);
+  ASSERT_EQ(events.size(), 2u);
+  for (const ibv_async_event& ev : events) {
+    EXPECT_EQ(ev.event_type, IBV_EVENT_CQ_ERR);
+    EXPECT_TRUE(ev.element.cq == p.a.cq || ev.element.cq == p.b.cq);
+  }
+  EXPECT_NE(events[0].element.cq, events[1].element.cq);
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+  while (state_of(p.b.id->qp) != IBV_QPS_ERR && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  EXPECT_EQ(state_of(p.b.id->qp), IBV_QPS_ERR);
+  // The CQ takes no more completions: the receive's flush never shows.
+  EXPECT_TRUE(p.wait_wc(p.b, 1, 300).empty());
+}
+
+TEST(InjectedAsyncEvent, OtherEventsAreRefused) {
+  const Raise raise = raise_hook();
+  ASSERT_NE(raise, nullptr) << "softrdma_raise_async_event not found: run under softrdma-run";
+  errno = 0;
+  EXPECT_EQ(raise(IBV_EVENT_PORT_ERR), -1);
+  EXPECT_EQ(errno, EINVAL);
 }
 
 }  // namespace

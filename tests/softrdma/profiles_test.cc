@@ -13,6 +13,9 @@
 namespace {
 
 enum class Inline { Refuse, RoundUp, Clamp };
+// How ibv_create_cq rounds a CQ's depth: mlx5 and rxe to a power of two less one
+// (roundup_pow_of_two(cqe + 1) - 1), siw to a power of two; the others are not modelled.
+enum class CqDepth { Exact, PowerOfTwoLessOne, PowerOfTwo };
 
 struct Expected {
   std::string name;
@@ -25,6 +28,7 @@ struct Expected {
   uint32_t max_inline;
   bool rc;
   int reg_mr_us;
+  CqDepth cq_depth = CqDepth::Exact;
 };
 
 constexpr unsigned kMw = IBV_DEVICE_MEM_WINDOW, k2B = IBV_DEVICE_MEM_WINDOW_TYPE_2B,
@@ -32,13 +36,13 @@ constexpr unsigned kMw = IBV_DEVICE_MEM_WINDOW, k2B = IBV_DEVICE_MEM_WINDOW_TYPE
 
 const Expected kExpected[] = {
     {"mlx5", IBV_TRANSPORT_IB, IBV_LINK_LAYER_ETHERNET, kMw | k2B | kRnr | kMgt, 32768, 30, 30,
-     4194303, 16, 16, 0, 0, Inline::RoundUp, 988, true, 25},
+     4194303, 16, 16, 0, 0, Inline::RoundUp, 988, true, 25, CqDepth::PowerOfTwoLessOne},
     {"rxe", IBV_TRANSPORT_IB, IBV_LINK_LAYER_ETHERNET, kMw | k2B | kRnr | kMgt, 16384, 32, 32,
-     32767, 128, 128, 0, 0, Inline::Refuse, 400, true, 5},
+     32767, 128, 128, 0, 0, Inline::Refuse, 400, true, 5, CqDepth::PowerOfTwoLessOne},
     {"bnxt_re", IBV_TRANSPORT_IB, IBV_LINK_LAYER_ETHERNET, kMw | k2B | kRnr | kMgt, 65535, 6, 6,
      1048575, 126, 126, EOPNOTSUPP, EOPNOTSUPP, Inline::Refuse, 96, true, 25},
     {"siw", IBV_TRANSPORT_IWARP, IBV_LINK_LAYER_ETHERNET, kMgt, 32768, 6, 1, 3276800, 128, 128,
-     EOPNOTSUPP, EOPNOTSUPP, Inline::Refuse, 80, true, 5},
+     EOPNOTSUPP, EOPNOTSUPP, Inline::Refuse, 80, true, 5, CqDepth::PowerOfTwo},
     {"irdma-roce", IBV_TRANSPORT_IB, IBV_LINK_LAYER_ETHERNET, kMw | kRnr | kMgt, 4063, 13, 13,
      1048575, 127, 127, 0, 0, Inline::Refuse, 101, true, 25},
     {"irdma-iwarp", IBV_TRANSPORT_IWARP, IBV_LINK_LAYER_ETHERNET, kMw | kMgt, 4063, 13, 13, 1048575,
@@ -167,6 +171,36 @@ TEST(Profile, CapsBeyondTheLimitsAreRefused) {
   a.cap.max_send_wr = static_cast<uint32_t>(e->max_qp_wr) + 1;
   EXPECT_EQ(ibv_create_qp(m.d.pd, &a), nullptr);
   EXPECT_EQ(ibv_create_cq(m.d.ctx, e->max_cqe + 1, nullptr, nullptr, 0), nullptr);
+}
+
+// The depth a CQ gets is what the provider and driver round the request to, never less than asked
+// (mlx5: mlx5_create_cq and mlx5_ib_create_cq; rxe: rxe_queue_init; siw: siw_create_cq).
+TEST(Profile, CqDepthsAreRoundedAsTheProviderRoundsThem) {
+  const Expected* e = expected();
+  ASSERT_NE(e, nullptr);
+  LocalDevice d;
+  ASSERT_TRUE(d.ok());
+  const auto want = [e](int asked) {
+    int pow2 = 1;
+    switch (e->cq_depth) {
+      case CqDepth::PowerOfTwoLessOne:
+        while (pow2 < asked + 1) pow2 *= 2;
+        return pow2 - 1;
+      case CqDepth::PowerOfTwo:
+        while (pow2 < asked) pow2 *= 2;
+        return pow2;
+      case CqDepth::Exact:
+        break;
+    }
+    return asked;
+  };
+  for (int asked : {1, 4, 7, 8, 200, e->max_cqe}) {
+    ibv_cq* cq = ibv_create_cq(d.ctx, asked, nullptr, nullptr, 0);
+    ASSERT_NE(cq, nullptr) << asked;
+    EXPECT_EQ(cq->cqe, want(asked)) << "asked " << asked;
+    EXPECT_GE(cq->cqe, asked);
+    ibv_destroy_cq(cq);
+  }
 }
 
 // librdmacm checks the READ depths of rdma_connect and rdma_accept against the device's.

@@ -190,6 +190,13 @@ void IserDatamover::TakeAsyncFailure() {
   if (!st.ok()) Fail(std::move(st));
 }
 
+Status IserDatamover::CauseOf(Status symptom) {
+  if (failed_) return symptom;
+  AsyncEvents::Drain(res_.context());
+  MutexLock lock(&async_mu_);
+  return async_failure_.ok() ? symptom : async_failure_;
+}
+
 void IserDatamover::OnRoundEnd() {
   if (!failed_) SendQueued();
 }
@@ -215,7 +222,7 @@ void IserDatamover::DrainCompletions() {
       Completion c;
       Status st = Classify(wc[i], &c);
       if (!st.ok()) {
-        Fail(std::move(st));
+        Fail(CauseOf(std::move(st)));
       } else if (c.kind == Completion::kReceive && !failed_) {
         HandleReceive(c.index, c.length);
       } else if (c.kind == Completion::kSendDone) {
@@ -330,8 +337,8 @@ void IserDatamover::HandleCmEvent() {
     if (type == RDMA_CM_EVENT_DISCONNECTED || type == RDMA_CM_EVENT_DEVICE_REMOVAL ||
         type == RDMA_CM_EVENT_ADDR_CHANGE) {
       res_.MarkDisconnected();
-      Fail(Status::ConnectionFailed(std::string("the iSER connection ended: ") +
-                                    rdma_event_str(type)));
+      Fail(CauseOf(Status::ConnectionFailed(std::string("the iSER connection ended: ") +
+                                            rdma_event_str(type))));
     }
   }
 }
@@ -385,6 +392,9 @@ void IserDatamover::SendQueued() {
       data = {next.task->buffer, next.task->immediate_bytes};
     }
     if (!TrySend(next.task, next.bhs, data)) break;
+    // TrySend may have failed the connection (a command it could not expose), which dropped
+    // every pending PDU, `next` included.
+    if (failed_) break;
     pending_.pop_front();
   }
   if (Status st = res_.FlushSends(); !st.ok()) Fail(st);

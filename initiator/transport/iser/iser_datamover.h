@@ -96,6 +96,10 @@ class IserDatamover final : public Datamover, private IoLoopEvents {
   void HandleCmEvent();
   // An async event another thread read for this connection (AsyncEvents), if any, ends it.
   void TakeAsyncFailure();
+  // A fatal QP or CQ also shows as flushed work requests, or as the target disconnecting once it
+  // finds our QP in error, in no order the verbs specify against its async event: the event, if
+  // one is pending for this connection (the async fd is read first), else the symptom.
+  Status CauseOf(Status symptom);
   bool TrySend(Task* task, const Bhs& bhs, std::span<const uint8_t> data);
   void SendQueued();
   void Fail(Status status);

@@ -4,6 +4,7 @@
 #include <sys/resource.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <chrono>
 #include <cstdlib>
@@ -40,6 +41,8 @@ struct LockedBudget {
   size_t used ISER_GUARDED_BY(mu) = 0;
   std::set<std::string> devices_without_windows ISER_GUARDED_BY(mu);
 };
+
+std::atomic<uint64_t> registration_waits{0};
 
 LockedBudget& budget() {
   static LockedBudget* b = new LockedBudget;  // never destroyed: I/O threads may outlive statics
@@ -136,6 +139,10 @@ Status MemlockError(size_t needed, size_t left) {
       " KiB) is left in this process: raise it with `ulimit -l` (e.g. `ulimit -l unlimited`, "
       "or a memlock line in /etc/security/limits.conf), or run fewer iSER sessions in one "
       "process");
+}
+
+uint64_t RegistrationWaitsForLockedMemory() {
+  return registration_waits.load(std::memory_order_relaxed);
 }
 
 void MarkWindowsUnusable(const std::string& device) {
@@ -336,6 +343,7 @@ bool IserMemory::Expose(Task* task, uint32_t sent, uint32_t* stag, uint64_t* va,
   if (direct_ && task->transfer_length >= kDirectBytes) {
     e.io_mr = ibv_reg_mr(pd_, task->buffer + sent, length, static_cast<int>(access));
     if (e.io_mr != nullptr) {
+      waiting_for_locked_ = false;
       e.task = task;
       ++exposed_;
       *stag = e.io_mr->rkey;
@@ -376,7 +384,17 @@ bool IserMemory::Expose(Task* task, uint32_t sent, uint32_t* stag, uint64_t* va,
     if (e.io_mr == nullptr) {
       const int err = errno;
       // Out of locked memory: the commands in flight give theirs back as they end.
-      if ((err == ENOMEM || err == EAGAIN) && exposed_ > 0) return false;
+      if ((err == ENOMEM || err == EAGAIN) && exposed_ > 0) {
+        if (!waiting_for_locked_) registration_waits.fetch_add(1, std::memory_order_relaxed);
+        waiting_for_locked_ = true;
+        if (!told_locked_wait_) {
+          Log(LogLevel::kInfo,
+              "RLIMIT_MEMLOCK: no locked memory left to register a command's "
+              "bytes; commands wait for those in flight to end");
+          told_locked_wait_ = true;
+        }
+        return false;
+      }
       *error = Status::ResourceExhausted("cannot register " + std::to_string(length) +
                                          " bytes for RDMA: " + strerror(err) +
                                          " (RLIMIT_MEMLOCK too small? raise it with `ulimit -l`)");
@@ -388,6 +406,7 @@ bool IserMemory::Expose(Task* task, uint32_t sent, uint32_t* stag, uint64_t* va,
   e.slot = slot;
   e.task = task;
   ++exposed_;
+  waiting_for_locked_ = false;
   *va = reinterpret_cast<uintptr_t>(bytes);
   return true;
 }

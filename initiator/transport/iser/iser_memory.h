@@ -64,6 +64,10 @@ size_t LockedLeft();
 void ReleaseLocked(size_t bytes);
 // The error when a connection's minimum does not fit: names the amounts and `ulimit -l`.
 Status MemlockError(size_t needed, size_t left);
+// How often, in this process, a command's registration found no locked memory left and the
+// command waited for the commands in flight to give theirs back (Expose), counted once per wait
+// however often it is retried: what tests read to see the limit bite (a log line tells users).
+uint64_t RegistrationWaitsForLockedMemory();
 // A bind failed on this device: its windows are not used again in this process.
 void MarkWindowsUnusable(const std::string& device);
 // Zeroed, page-aligned; nullptr when out of memory. Freed with free().
@@ -149,10 +153,12 @@ class IserMemory {
   ibv_pd* pd_ = nullptr;
   StagStrategy strategy_ = StagStrategy::kPerCommand;
   bool direct_ = true;
-  size_t locked_ = 0;              // reserved in the process's memlock budget
-  uint32_t small_slots_ = 0;       // data_slots_ holds these small ones first, then the large
-  uint32_t exposed_ = 0;           // commands exposed now
-  std::vector<uint8_t*> regions_;  // page-aligned allocations, freed at Release
+  size_t locked_ = 0;                // reserved in the process's memlock budget
+  uint32_t small_slots_ = 0;         // data_slots_ holds these small ones first, then the large
+  uint32_t exposed_ = 0;             // commands exposed now
+  bool waiting_for_locked_ = false;  // a registration found no locked memory; not yet retried
+  bool told_locked_wait_ = false;    // that was logged on this connection
+  std::vector<uint8_t*> regions_;    // page-aligned allocations, freed at Release
   std::vector<DataSlot> data_slots_;
   std::vector<DataSlot*> free_small_slots_;  // stacks: the most recently used first
   std::vector<DataSlot*> free_large_slots_;
