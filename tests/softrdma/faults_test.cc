@@ -7,7 +7,6 @@
 #include <cerrno>
 #include <chrono>
 #include <cstdlib>
-#include <thread>
 
 #include "verbs_pair.h"
 
@@ -108,13 +107,6 @@ std::vector<ibv_async_event> async_events(ibv_context* ctx, int n) {
   return out;
 }
 
-ibv_qp_state state_of(ibv_qp* qp) {
-  ibv_qp_attr attr{};
-  ibv_qp_init_attr init{};
-  ibv_query_qp(qp, &attr, IBV_QP_STATE, &init);
-  return attr.qp_state;
-}
-
 TEST(InjectedAsyncEvent, QpFatalFailsEveryConnectedQpAndFlushesItsWork) {
   const Raise raise = raise_hook();
   ASSERT_NE(raise, nullptr) << "softrdma_raise_async_event not found: run under softrdma-run";
@@ -129,8 +121,8 @@ TEST(InjectedAsyncEvent, QpFatalFailsEveryConnectedQpAndFlushesItsWork) {
     EXPECT_TRUE(ev.element.qp == p.a.id->qp || ev.element.qp == p.b.id->qp);
   }
   EXPECT_NE(events[0].element.qp, events[1].element.qp);
-  EXPECT_EQ(state_of(p.a.id->qp), IBV_QPS_ERR);
-  EXPECT_EQ(state_of(p.b.id->qp), IBV_QPS_ERR);
+  EXPECT_EQ(qp_state(p.a.id->qp), IBV_QPS_ERR);
+  EXPECT_EQ(qp_state(p.b.id->qp), IBV_QPS_ERR);
   const std::vector<ibv_wc> flushed = p.wait_wc(p.b, 1);
   ASSERT_EQ(flushed.size(), 1u);
   EXPECT_EQ(flushed[0].wr_id, 7u);
@@ -152,11 +144,7 @@ TEST(InjectedAsyncEvent, CqErrorFailsTheCqsOfConnectedQps) {
     EXPECT_TRUE(ev.element.cq == p.a.cq || ev.element.cq == p.b.cq);
   }
   EXPECT_NE(events[0].element.cq, events[1].element.cq);
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
-  while (state_of(p.b.id->qp) != IBV_QPS_ERR && std::chrono::steady_clock::now() < deadline) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(5));
-  }
-  EXPECT_EQ(state_of(p.b.id->qp), IBV_QPS_ERR);
+  EXPECT_EQ(wait_qp_state(p.b.id->qp, IBV_QPS_ERR), IBV_QPS_ERR);
   // The CQ takes no more completions: the receive's flush never shows.
   EXPECT_TRUE(p.wait_wc(p.b, 1, 300).empty());
 }

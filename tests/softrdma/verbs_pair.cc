@@ -4,6 +4,7 @@
 
 #include <chrono>
 #include <cstdlib>
+#include <thread>
 
 bool VerbsPair::next_event(rdma_cm_event_type want, int status) {
   pollfd p{ec->fd, POLLIN, 0};
@@ -126,6 +127,23 @@ int post_send(Side& s, ibv_wr_opcode op, uint64_t wr_id, size_t off, size_t len,
   wr.wr.rdma.remote_addr = raddr;
   wr.wr.rdma.rkey = rkey;
   return ibv_post_send(s.id->qp, &wr, &bad);
+}
+
+ibv_qp_state qp_state(ibv_qp* qp) {
+  ibv_qp_attr attr{};
+  ibv_qp_init_attr init{};
+  ibv_query_qp(qp, &attr, IBV_QP_STATE, &init);
+  return attr.qp_state;
+}
+
+ibv_qp_state wait_qp_state(ibv_qp* qp, ibv_qp_state want, int timeout_ms) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
+  ibv_qp_state state = qp_state(qp);
+  while (state != want && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    state = qp_state(qp);
+  }
+  return state;
 }
 
 int post_recv(Side& s, uint64_t wr_id, size_t off, size_t len) {

@@ -84,6 +84,10 @@ int post_send(Side& s, ibv_wr_opcode op, uint64_t wr_id, size_t off, size_t len,
               uint32_t rkey = 0, bool signaled = true);
 int post_recv(Side& s, uint64_t wr_id, size_t off, size_t len);
 uint64_t addr_of(Side& s, size_t off);
+// The QP's state as ibv_query_qp reports it.
+ibv_qp_state qp_state(ibv_qp* qp);
+// Polls qp_state until it is `want` or timeout_ms have passed; returns the last state seen.
+ibv_qp_state wait_qp_state(ibv_qp* qp, ibv_qp_state want, int timeout_ms = 5000);
 // GoogleTest assertions: a's `op` of 4096 bytes at raddr with rkey in b is a remote access
 // violation (a: REM_ACCESS_ERR then flushes; b: IBV_EVENT_QP_ACCESS_ERR and flushes).
 void expect_remote_access_error(VerbsPair& p, ibv_wr_opcode op, uint64_t raddr, uint32_t rkey);
