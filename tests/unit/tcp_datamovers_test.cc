@@ -577,6 +577,81 @@ INSTANTIATE_TEST_SUITE_P(Both, TcpDatamovers,
                            return p.param == TcpDatamoverKind::kIoUring ? "IoUring" : "Epoll";
                          });
 
+// The io_uring datamover where the kernel lacks an optional feature: each refusal is made to
+// happen for real in the kernel the test runs on (TestFaults), and the connection must carry on
+// without the feature.
+class UringDegrades : public TcpDatamovers {
+ public:
+  UringDatamover& uring() { return *static_cast<UringDatamover*>(dm_.get()); }
+  // With many commands waiting (so that receives would be held back), bursts of responses with
+  // pauses between them (so that receives come back short and the next one polls first): every
+  // response arrives, and the connection never fails.
+  void ResponsesArriveAndTheConnectionCarriesOn(const UringDatamover::TestFaults& faults) {
+    constexpr uint32_t kBursts = 40;
+    constexpr uint32_t kPerBurst = 8;
+    events_.awaiting = 64;
+    uring().set_test_faults(faults);
+    ASSERT_TRUE(dm_->Start(&events_).ok());
+    for (uint32_t b = 0; b < kBursts; ++b) {
+      std::vector<uint8_t> burst;
+      for (uint32_t i = 0; i < kPerBurst; ++i) {
+        Bhs response;
+        response.set_opcode(Opcode::kScsiResponse, false);
+        response.set_flags(kFinalBit);
+        response.set_itt(b * kPerBurst + i);
+        burst.insert(burst.end(), response.data(), response.data() + kBhsLength);
+      }
+      PeerSend(burst.data(), burst.size());
+      std::this_thread::sleep_for(milliseconds(2));
+    }
+    ASSERT_TRUE(WaitFor([&] {
+      return events_.pdu_count() == kBursts * kPerBurst || events_.error_count() > 0;
+    })) << events_.pdu_count();
+    dm_->Shutdown();
+    MutexLock lock(&events_.mu);
+    EXPECT_TRUE(events_.errors.empty()) << events_.errors[0];
+    EXPECT_EQ(events_.pdus.size(), kBursts * kPerBurst);
+  }
+};
+
+// A kernel before 5.17 reports no IORING_FEAT_CQE_SKIP: no receive is ever held back.
+TEST_P(UringDegrades, WithoutCqeSkipNoReceiveIsHeldBack) {
+  ResponsesArriveAndTheConnectionCarriesOn({.cleared_features = IORING_FEAT_CQE_SKIP});
+  EXPECT_EQ(uring().delayed_receives(), 0u);
+  EXPECT_FALSE(uring().coalescing_in_use());
+}
+
+// The linked timeout refused (EINVAL, and ECANCELED on its receive): coalescing goes off for the
+// connection after the first attempt, and the receive is armed again.
+TEST_P(UringDegrades, ARefusedCoalescingTimeoutTurnsCoalescingOff) {
+  ResponsesArriveAndTheConnectionCarriesOn({.refuse_coalescing_timeout = true});
+  EXPECT_EQ(uring().delayed_receives(), 1u);
+  EXPECT_FALSE(uring().coalescing_in_use());
+}
+
+// A receive that polls first refused (EINVAL, as before 5.19): polling first goes off for the
+// connection after the first attempt, and the receive is armed again.
+TEST_P(UringDegrades, ARefusedPollFirstTurnsItOff) {
+  ResponsesArriveAndTheConnectionCarriesOn({.refuse_poll_first = true});
+  EXPECT_EQ(uring().polled_receives(), 1u);
+  EXPECT_FALSE(uring().poll_first_in_use());
+}
+
+// Where nothing is refused, both are in use on this kernel (the tests above would prove nothing
+// if they were not).
+TEST_P(UringDegrades, OnThisKernelBothAreInUse) {
+  ResponsesArriveAndTheConnectionCarriesOn({});
+  EXPECT_GT(uring().delayed_receives(), 0u);
+  EXPECT_GT(uring().polled_receives(), 0u);
+  EXPECT_TRUE(uring().coalescing_in_use());
+  EXPECT_TRUE(uring().poll_first_in_use());
+}
+
+INSTANTIATE_TEST_SUITE_P(IoUring, UringDegrades, ::testing::Values(TcpDatamoverKind::kIoUring),
+                         [](const ::testing::TestParamInfo<TcpDatamoverKind>&) {
+                           return "IoUring";
+                         });
+
 TEST(UringDatamover, StartWithoutAConnectionFails) {
   UringDatamover dm;
   Events events;
