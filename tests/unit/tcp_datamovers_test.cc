@@ -571,6 +571,52 @@ TEST_P(TcpDatamovers, NoBytesLandInATasksBufferAfterTheConnectionFailed) {
   }
 }
 
+// A read is retired (it timed out for good) while one of its Data-In segments is half received:
+// the rest of the segment must not land in its buffer, handed back by then (here: filled with a
+// marker). The epoll datamover takes the rest into memory of its own; the io_uring datamover,
+// whose receive into the buffer may be in flight, ends the connection.
+TEST_P(TcpDatamovers, TheRestOfARetiredReadsDataInSegmentNeverLandsInItsBuffer) {
+  constexpr uint32_t kLength = 1 << 20;
+  constexpr uint32_t kFirst = 65536;
+  static constexpr uint8_t kMarker = 0xee;
+  events_.read_buffer.assign(kLength, 0);
+  tasks_.resize(1);
+  tasks_[0].itt = 1;
+  tasks_[0].buffer = events_.read_buffer.data();
+  ASSERT_TRUE(dm_->Start(&events_).ok());
+  Bhs in;
+  in.set_opcode(Opcode::kDataIn, false);
+  in.set_flags(kFinalBit);
+  in.set_data_segment_length(kLength);
+  in.set_itt(1);
+  PeerSend(in.data(), kBhsLength);
+  const std::vector<uint8_t> data(kLength, 0x33);
+  PeerSend(data.data(), kFirst);
+  ASSERT_TRUE(WaitFor([&] { return events_.placed.load() > 0; }));
+  // Lets the datamover take what came and (io_uring) arm the receive for the rest.
+  std::this_thread::sleep_for(milliseconds(100));
+  events_.on_wake = [this] {
+    dm_->Retire(&tasks_[0]);
+    std::fill(events_.read_buffer.begin(), events_.read_buffer.end(), kMarker);
+    queued_ = true;
+  };
+  dm_->Wake();
+  ASSERT_TRUE(WaitFor([&] { return queued_.load(); }));
+  // The rest of the segment; a connection already ended refuses it, which is no error here.
+  const uint8_t* rest = data.data() + kFirst;
+  for (size_t left = kLength - kFirst; left > 0;) {
+    const ssize_t sent = send(peer_, rest, left, MSG_NOSIGNAL);
+    if (sent <= 0) break;
+    rest += sent;
+    left -= static_cast<size_t>(sent);
+  }
+  ASSERT_TRUE(WaitFor([&] { return events_.pdu_count() > 0 || events_.error_count() > 0; }));
+  dm_->Shutdown();
+  for (uint32_t i = 0; i < kLength; ++i) {
+    ASSERT_EQ(events_.read_buffer[i], kMarker) << "byte " << i << " written after Retire";
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(Both, TcpDatamovers,
                          ::testing::Values(TcpDatamoverKind::kIoUring, TcpDatamoverKind::kEpoll),
                          [](const ::testing::TestParamInfo<TcpDatamoverKind>& p) {

@@ -328,6 +328,17 @@ void TcpFramedDatamover::Retire(Task* task) {
     iov_[i].iov_base = copy.get();
     retired_bytes_.push_back(std::move(copy));
   }
+  if (rx_ == Rx::kData && rx_bhs_.opcode() == Opcode::kDataIn && rx_bhs_.itt() == task->itt &&
+      rx_dst_ != rx_retired_.get()) {
+    rx_retired_ = std::make_unique_for_overwrite<uint8_t[]>(rx_len_);
+    std::memcpy(rx_retired_.get(), rx_dst_, rx_done_);
+    rx_dst_ = rx_retired_.get();
+  }
+}
+
+bool TcpFramedDatamover::ReceiveReaches(const Task* task) const {
+  return planned_direct_ > 0 && rx_ == Rx::kData && rx_bhs_.opcode() == Opcode::kDataIn &&
+         rx_bhs_.itt() == task->itt && rx_dst_ != rx_retired_.get();
 }
 
 bool TcpFramedDatamover::BatchReaches(const Task* task) const {

@@ -21,9 +21,10 @@
 //  - Retire(task) ends what the target can get of a task: its queued outputs are dropped, and
 //    those of its data bytes that sit in the batch being written and have not been written yet
 //    are copied into memory the datamover owns, so the PDUs that started still end whole, with
-//    the bytes they had, and the stream stays well framed. A subclass whose writes run while the
-//    thread goes on (io_uring) first settles the write in flight (BatchReaches says whether it
-//    reads the task's buffer).
+//    the bytes they had, and the stream stays well framed; the rest of a Data-In segment of the
+//    task being received goes to memory of ours too. A subclass whose reads and writes run while
+//    the thread goes on (io_uring) first settles those in flight (BatchReaches and
+//    ReceiveReaches say whether they reach the task's buffer).
 //
 // Nothing is allocated per PDU after StartFraming once the pool holds a burst's controls. A
 // subclass runs the I/O thread, reports failures through Fail (which must stop the framing with
@@ -86,6 +87,9 @@ class TcpFramedDatamover : public Datamover {
   // Whether what is left of the batch (the iovecs PendingSend returned, less what Sent
   // consumed) reads bytes of the task's buffer.
   bool BatchReaches(const Task* task) const;
+  // Whether the last PlanReceive put the rest of a Data-In segment of the task straight into its
+  // buffer.
+  bool ReceiveReaches(const Task* task) const;
 
   // What ParseReceived handed on since the last call: final responses (SCSI Response, Data-In
   // with the S bit), and whether an R2T was among them or large data segments are streaming.
@@ -147,7 +151,9 @@ class TcpFramedDatamover : public Datamover {
   uint32_t rx_done_ = 0;  // data bytes received so far
   uint32_t rx_crc_ = 0;
   std::vector<uint8_t> rx_control_;  // data segments of PDUs other than Data-In
-  bool large_segments_ = false;      // the last data segment was large: expect more
+  // Where the rest of a Data-In segment goes once its task is retired.
+  std::unique_ptr<uint8_t[]> rx_retired_;
+  bool large_segments_ = false;  // the last data segment was large: expect more
   ReceivedSummary received_;
   // What the last PlanReceive asked for: bytes straight into the task's buffer, then staging.
   size_t planned_direct_ = 0;

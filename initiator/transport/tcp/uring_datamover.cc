@@ -193,6 +193,20 @@ void UringDatamover::Retire(Task* task) {
                     "closed so that the target gets no more of its buffer");
     }
   }
+  // A receive straight into the task's buffer (the rest of one of its Data-In segments), in
+  // flight or not yet accounted, ends with the connection too.
+  bool receive_unhandled = receiving_;
+  for (size_t i = completion_next_; i < completion_count_; ++i) {
+    receive_unhandled |=
+        completions_[i].request == kReceive || completions_[i].request == kLinkedReceive;
+  }
+  if (receive_unhandled && ReceiveReaches(task)) {
+    StopConnection();
+    failure_unreported_ = true;
+    unreported_failure_ = Status::ConnectionFailed(
+        "a task ended while a receive into its buffer was in flight: the connection is closed "
+        "so that nothing more lands there");
+  }
   TcpFramedDatamover::Retire(task);
 }
 

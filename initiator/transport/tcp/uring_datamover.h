@@ -35,7 +35,8 @@
 // waiting (the send may be over: Sent accounts it and the rest of the batch is copied as
 // tcp_framing.h says); if it is still in flight, the connection fails: the socket is shut down and
 // the send reaped before Retire returns, and OnConnectionError is reported by the I/O thread's
-// loop once the handler that called Retire has returned.
+// loop once the handler that called Retire has returned. A receive in flight straight into the
+// task's buffer (the rest of one of its Data-In segments) ends the connection the same way.
 //
 // Teardown: Fail shuts the socket down and reaps the receive and the send in flight (completing
 // with an error or end of file, ignored) before it reports OnConnectionError, so no task is
