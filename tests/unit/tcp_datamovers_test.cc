@@ -547,6 +547,13 @@ TEST_P(TcpDatamovers, NoBytesLandInATasksBufferAfterTheConnectionFailed) {
     std::fill(events_.read_buffer.begin(), events_.read_buffer.end(), kMarker);
     failed = true;
   };
+  const std::vector<uint8_t> data(kLength, 0x33);
+  std::atomic<bool> armed{false};
+  events_.on_wake = [&] {
+    if (!armed.load() || queued_.exchange(true)) return;
+    PeerSend(data.data() + kFirst, 256 * 1024);
+    dm_->Abort(Status::ConnectionFailed("the test fails the connection"));
+  };
   ASSERT_TRUE(dm_->Start(&events_).ok());
   Bhs in;
   in.set_opcode(Opcode::kDataIn, false);
@@ -554,15 +561,11 @@ TEST_P(TcpDatamovers, NoBytesLandInATasksBufferAfterTheConnectionFailed) {
   in.set_data_segment_length(kLength);
   in.set_itt(1);
   PeerSend(in.data(), kBhsLength);
-  const std::vector<uint8_t> data(kLength, 0x33);
   PeerSend(data.data(), kFirst);
   ASSERT_TRUE(WaitFor([&] { return events_.placed.load() > 0; }));
   // Lets the datamover take what came and (io_uring) arm the receive for the rest.
   std::this_thread::sleep_for(milliseconds(100));
-  events_.on_wake = [&] {
-    PeerSend(data.data() + kFirst, 256 * 1024);
-    dm_->Abort(Status::ConnectionFailed("the test fails the connection"));
-  };
+  armed = true;
   dm_->Wake();
   ASSERT_TRUE(WaitFor([&] { return failed.load(); }));
   dm_->Shutdown();
@@ -583,6 +586,13 @@ TEST_P(TcpDatamovers, TheRestOfARetiredReadsDataInSegmentNeverLandsInItsBuffer) 
   tasks_.resize(1);
   tasks_[0].itt = 1;
   tasks_[0].buffer = events_.read_buffer.data();
+  std::atomic<bool> armed{false};
+  events_.on_wake = [this, &armed] {
+    if (!armed.load() || queued_.load()) return;
+    dm_->Retire(&tasks_[0]);
+    std::fill(events_.read_buffer.begin(), events_.read_buffer.end(), kMarker);
+    queued_ = true;
+  };
   ASSERT_TRUE(dm_->Start(&events_).ok());
   Bhs in;
   in.set_opcode(Opcode::kDataIn, false);
@@ -595,11 +605,7 @@ TEST_P(TcpDatamovers, TheRestOfARetiredReadsDataInSegmentNeverLandsInItsBuffer) 
   ASSERT_TRUE(WaitFor([&] { return events_.placed.load() > 0; }));
   // Lets the datamover take what came and (io_uring) arm the receive for the rest.
   std::this_thread::sleep_for(milliseconds(100));
-  events_.on_wake = [this] {
-    dm_->Retire(&tasks_[0]);
-    std::fill(events_.read_buffer.begin(), events_.read_buffer.end(), kMarker);
-    queued_ = true;
-  };
+  armed = true;
   dm_->Wake();
   ASSERT_TRUE(WaitFor([&] { return queued_.load(); }));
   // The rest of the segment; a connection already ended refuses it, which is no error here.
