@@ -158,6 +158,12 @@ void UringDatamover::StopConnection() {
   }
 }
 
+void UringDatamover::ReportDeferredFailure() {
+  if (!failure_unreported_) return;
+  failure_unreported_ = false;
+  ReportFailure(unreported_failure_);
+}
+
 void UringDatamover::ReportFailure(const Status& status) {
   // The session's messages name the datamover (Describe); the cause names the connection.
   events_->OnConnectionError(status.WithContext("connection TCP " + peer_));
@@ -322,15 +328,14 @@ void UringDatamover::Run() {
     // Handlers may add completions (Retire and Fail reap them), or take one out of turn.
     while (completion_next_ < completion_count_) Complete(completions_[completion_next_++]);
     completion_next_ = completion_count_ = 0;
-    if (failure_unreported_) {
-      failure_unreported_ = false;
-      ReportFailure(unreported_failure_);
-    }
     if (const Clock::time_point now = Clock::now(); now >= next_tick) {
       next_tick = now + kTick;
       events_->OnTimer();
     }
+    // After every handler of the round, OnTimer's (command timeouts) included.
+    ReportDeferredFailure();
   }
+  ReportDeferredFailure();
   Drain();
   // The registration belongs to this thread: undone here, not by io_uring_queue_exit elsewhere.
   io_uring_unregister_ring_fd(&ring_);

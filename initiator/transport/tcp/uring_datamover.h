@@ -118,6 +118,8 @@ class UringDatamover final : public TcpFramedDatamover {
   // send in flight.
   void StopConnection();
   void ReportFailure(const Status& status);
+  // Reports what Retire failed from inside a handler, once that handler has returned.
+  void ReportDeferredFailure();
   void OnReceived(int result);
   void OnSent(int result);
   void Arm();  // the receive, send and eventfd read the round calls for
