@@ -291,17 +291,67 @@ void TcpFramedDatamover::SendDataOut(Task* task, uint32_t ttt, uint32_t offset, 
   PushOutput({Output::kDataOut, task, ttt, offset, length, 0, 0});
 }
 
-void TcpFramedDatamover::SendControl(const Bhs& bhs, std::span<const uint8_t> data) {
-  if (controls_.empty()) controls_.resize(64);
-  Control& c = controls_[control_next_];
-  c.bhs = bhs;
-  c.data.assign(data.begin(), data.end());
-  PushOutput({Output::kControl, nullptr, 0, 0, 0, 0, static_cast<uint32_t>(control_next_)});
-  control_next_ = (control_next_ + 1) % controls_.size();
+TcpFramedDatamover::Control* TcpFramedDatamover::TakeControl() {
+  if (free_controls_.empty()) {
+    controls_.push_back(std::make_unique<Control>());
+    // Every control can be free at once: returning one to the list never allocates.
+    if (free_controls_.capacity() < controls_.size()) free_controls_.reserve(2 * controls_.size());
+    return controls_.back().get();
+  }
+  Control* c = free_controls_.back();
+  free_controls_.pop_back();
+  return c;
 }
 
-void TcpFramedDatamover::AddPdu(const Bhs& bhs, const uint8_t* data, uint32_t len) {
+void TcpFramedDatamover::SendControl(const Bhs& bhs, std::span<const uint8_t> data) {
+  if (failed_) return;
+  Control* c = TakeControl();
+  c->bhs = bhs;
+  c->data.assign(data.begin(), data.end());
+  PushOutput({Output::kControl, nullptr, 0, 0, 0, 0, c});
+}
+
+void TcpFramedDatamover::Retire(Task* task) {
+  // Rare (an abort, a reject, a response that came before all Data-Out): a scan will do.
+  size_t kept = 0;
+  for (size_t i = 0; i < out_count_; ++i) {
+    const Output& out = outputs_[(out_head_ + i) % outputs_.size()];
+    if (out.task == task) continue;
+    outputs_[(out_head_ + kept) % outputs_.size()] = out;
+    ++kept;
+  }
+  out_count_ = kept;
+  for (size_t i = iov_pos_; i < iov_count_; ++i) {
+    if (i % 3 != 1 || frames_[i / 3].task != task || iov_[i].iov_len == 0) continue;
+    auto copy = std::make_unique_for_overwrite<uint8_t[]>(iov_[i].iov_len);
+    std::memcpy(copy.get(), iov_[i].iov_base, iov_[i].iov_len);
+    iov_[i].iov_base = copy.get();
+    retired_bytes_.push_back(std::move(copy));
+  }
+  if (rx_ == Rx::kData && rx_bhs_.opcode() == Opcode::kDataIn && rx_bhs_.itt() == task->itt &&
+      rx_dst_ != rx_retired_.get()) {
+    rx_retired_ = std::make_unique_for_overwrite<uint8_t[]>(rx_len_);
+    std::memcpy(rx_retired_.get(), rx_dst_, rx_done_);
+    rx_dst_ = rx_retired_.get();
+  }
+}
+
+bool TcpFramedDatamover::ReceiveReaches(const Task* task) const {
+  return planned_direct_ > 0 && rx_ == Rx::kData && rx_bhs_.opcode() == Opcode::kDataIn &&
+         rx_bhs_.itt() == task->itt && rx_dst_ != rx_retired_.get();
+}
+
+bool TcpFramedDatamover::BatchReaches(const Task* task) const {
+  for (size_t i = iov_pos_; i < iov_count_; ++i) {
+    if (i % 3 == 1 && frames_[i / 3].task == task && iov_[i].iov_len > 0) return true;
+  }
+  return false;
+}
+
+void TcpFramedDatamover::AddPdu(const Bhs& bhs, const uint8_t* data, uint32_t len,
+                                const Task* task) {
   Frame& f = frames_[iov_count_ / 3];
+  f.task = task;
   std::memcpy(f.header, bhs.data(), kBhsLength);
   size_t hlen = kBhsLength;
   if (header_digest_) {
@@ -324,6 +374,10 @@ void TcpFramedDatamover::AddPdu(const Bhs& bhs, const uint8_t* data, uint32_t le
 }
 
 void TcpFramedDatamover::BuildBatch() {
+  // The last batch has been written whole: its controls and Retire's copies are free.
+  free_controls_.insert(free_controls_.end(), batch_controls_.begin(), batch_controls_.end());
+  batch_controls_.clear();
+  retired_bytes_.clear();
   iov_count_ = iov_pos_ = 0;
   while (out_count_ > 0 && iov_count_ < iov_.size()) {
     Output& out = outputs_[out_head_];
@@ -331,12 +385,13 @@ void TcpFramedDatamover::BuildBatch() {
     switch (out.kind) {
       case Output::kCommand: {
         Task* t = out.task;
-        AddPdu(t->bhs, t->buffer, t->immediate_bytes);
+        AddPdu(t->bhs, t->buffer, t->immediate_bytes, t);
         break;
       }
       case Output::kControl: {
-        Control& c = controls_[out.control];
-        AddPdu(c.bhs, c.data.data(), static_cast<uint32_t>(c.data.size()));
+        Control* c = out.control;
+        AddPdu(c->bhs, c->data.data(), static_cast<uint32_t>(c->data.size()), nullptr);
+        batch_controls_.push_back(c);
         break;
       }
       case Output::kDataOut: {
@@ -352,7 +407,7 @@ void TcpFramedDatamover::BuildBatch() {
         bhs.set_u32(bhs::kExpStatSN, 0);
         bhs.set_u32(bhs::kDataSN, out.data_sn);
         bhs.set_u32(bhs::kBufferOffset, out.offset);
-        AddPdu(bhs, t->buffer + out.offset, len);
+        AddPdu(bhs, t->buffer + out.offset, len, t);
         out.offset += len;
         out.remaining -= len;
         ++out.data_sn;
@@ -374,6 +429,7 @@ void TcpFramedDatamover::StartFraming(DatamoverEvents* events) {
   staging_ = std::make_unique_for_overwrite<uint8_t[]>(kStagingSize);
   outputs_.resize(kInitialOutputs);
   frames_.resize(kMaxFramesPerBatch);
+  batch_controls_.reserve(kMaxFramesPerBatch);
   iov_.resize(kMaxFramesPerBatch * 3);
 }
 

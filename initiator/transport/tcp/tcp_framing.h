@@ -15,10 +15,20 @@
 //    MaxRecvDataSegmentLength as the batch is built), and Sent(n) consumes what was written. The
 //    iovecs and frames stay put until Sent has consumed them, so a write may be in flight in the
 //    kernel while the loop queues more.
+//  - Controls (SendControl) are copied into entries of a pool that grows when a burst needs
+//    more; an entry goes back to the pool only when the batch that holds its bytes has been
+//    written completely, so any number of controls may be queued in one wake-up.
+//  - Retire(task) ends what the target can get of a task: its queued outputs are dropped, and
+//    those of its data bytes that sit in the batch being written and have not been written yet
+//    are copied into memory the datamover owns, so the PDUs that started still end whole, with
+//    the bytes they had, and the stream stays well framed; the rest of a Data-In segment of the
+//    task being received goes to memory of ours too. A subclass whose reads and writes run while
+//    the thread goes on (io_uring) first settles those in flight (BatchReaches and
+//    ReceiveReaches say whether they reach the task's buffer).
 //
-// Nothing is allocated per PDU after StartFraming. A subclass runs the I/O thread, reports
-// failures through Fail (which must stop the framing with StopFraming and report
-// OnConnectionError) and implements the rest of Datamover.
+// Nothing is allocated per PDU after StartFraming once the pool holds a burst's controls. A
+// subclass runs the I/O thread, reports failures through Fail (which must stop the framing with
+// StopFraming and report OnConnectionError) and implements the rest of Datamover.
 #pragma once
 
 #include <sys/uio.h>
@@ -48,6 +58,7 @@ class TcpFramedDatamover : public Datamover {
   void SendCommand(Task* task) override;
   void SendDataOut(Task* task, uint32_t ttt, uint32_t offset, uint32_t length) override;
   void SendControl(const Bhs& bhs, std::span<const uint8_t> data) override;
+  void Retire(Task* task) override;
   void Abort(const Status& status) override { Fail(status); }
 
  protected:
@@ -73,6 +84,12 @@ class TcpFramedDatamover : public Datamover {
   std::span<iovec> PendingSend();
   void Sent(size_t n);
   bool SendQueued() const { return iov_pos_ < iov_count_ || out_count_ > 0; }
+  // Whether what is left of the batch (the iovecs PendingSend returned, less what Sent
+  // consumed) reads bytes of the task's buffer.
+  bool BatchReaches(const Task* task) const;
+  // Whether the last PlanReceive put the rest of a Data-In segment of the task straight into its
+  // buffer.
+  bool ReceiveReaches(const Task* task) const;
 
   // What ParseReceived handed on since the last call: final responses (SCSI Response, Data-In
   // with the S bit), and whether an R2T was among them or large data segments are streaming.
@@ -88,30 +105,33 @@ class TcpFramedDatamover : public Datamover {
   bool failed_ = false;
 
  private:
-  // One PDU (or a run of Data-Out PDUs) waiting to be written.
-  struct Output {
-    enum Kind : uint8_t { kCommand, kDataOut, kControl } kind;
-    Task* task;
-    uint32_t ttt;
-    uint32_t offset;     // next Buffer Offset to send
-    uint32_t remaining;  // bytes of this burst still to send
-    uint32_t data_sn;
-    uint32_t control;  // index into controls_
-  };
   struct Control {
     Bhs bhs;
     std::vector<uint8_t> data;
   };
-  // Header, digest and pad bytes of one PDU in the current batch.
+  // One PDU (or a run of Data-Out PDUs) waiting to be written.
+  struct Output {
+    enum Kind : uint8_t { kCommand, kDataOut, kControl } kind;
+    Task* task;  // nullptr for a control
+    uint32_t ttt;
+    uint32_t offset;     // next Buffer Offset to send
+    uint32_t remaining;  // bytes of this burst still to send
+    uint32_t data_sn;
+    Control* control;  // a control's copy, from the pool
+  };
+  // Header, digest and pad bytes of one PDU in the current batch, and the task whose buffer its
+  // data slot points into (nullptr: a control's copy).
   struct Frame {
     uint8_t header[kBhsLength + 4];
     uint8_t trailer[3 + 4];
+    const Task* task;
   };
 
   bool ParseHeader();  // one header from staging; false if more bytes are needed
   bool ReceiveData();  // data segment + trailer; false if more bytes are needed
   void BuildBatch();
-  void AddPdu(const Bhs& bhs, const uint8_t* data, uint32_t len);
+  void AddPdu(const Bhs& bhs, const uint8_t* data, uint32_t len, const Task* task);
+  Control* TakeControl();
   void PushOutput(const Output& out);
 
   const char* const mover_;
@@ -131,7 +151,9 @@ class TcpFramedDatamover : public Datamover {
   uint32_t rx_done_ = 0;  // data bytes received so far
   uint32_t rx_crc_ = 0;
   std::vector<uint8_t> rx_control_;  // data segments of PDUs other than Data-In
-  bool large_segments_ = false;      // the last data segment was large: expect more
+  // Where the rest of a Data-In segment goes once its task is retired.
+  std::unique_ptr<uint8_t[]> rx_retired_;
+  bool large_segments_ = false;  // the last data segment was large: expect more
   ReceivedSummary received_;
   // What the last PlanReceive asked for: bytes straight into the task's buffer, then staging.
   size_t planned_direct_ = 0;
@@ -141,8 +163,11 @@ class TcpFramedDatamover : public Datamover {
   std::vector<Output> outputs_;  // ring
   size_t out_head_ = 0;
   size_t out_count_ = 0;
-  std::vector<Control> controls_;  // ring, parallel index space
-  size_t control_next_ = 0;
+  std::vector<std::unique_ptr<Control>> controls_;  // the pool: every control made
+  std::vector<Control*> free_controls_;
+  std::vector<Control*> batch_controls_;  // in the current batch: free once it is written
+  // Retire's copies of task bytes the current batch still had to write.
+  std::vector<std::unique_ptr<uint8_t[]>> retired_bytes_;
   std::vector<Frame> frames_;
   std::vector<iovec> iov_;
   size_t iov_pos_ = 0;

@@ -21,6 +21,9 @@ constexpr auto kTick = std::chrono::seconds(1);
 // Registered file indexes.
 constexpr int kSocketFile = 0;
 constexpr int kWakeFile = 1;
+// Bits no kernel defines, for TestFaults: a timeout flag and a receive ioprio flag.
+constexpr unsigned kUnknownTimeoutFlag = 1u << 31;
+constexpr uint16_t kUnknownRecvFlag = 1u << 15;
 
 #if defined(__SANITIZE_THREAD__)
 constexpr bool kThreadSanitizer = true;
@@ -98,6 +101,9 @@ Status UringDatamover::Start(DatamoverEvents* events) {
   StartFraming(events);
   ISER_RETURN_IF_ERROR(OpenRing(&ring_));
   ring_open_ = true;
+  // A linked timeout that expires without cancelling its receive and posts nothing when it does:
+  // ETIME_SUCCESS came in 5.16, CQE_SKIP_SUCCESS in 5.17, the feature bit with the latter.
+  coalescing_usable_ = (ring_.features & ~faults_.cleared_features) & IORING_FEAT_CQE_SKIP;
   // Blocking: io_uring honours O_NONBLOCK on a read and would complete it with EAGAIN instead
   // of waiting. Nothing but this read and Wake's write use it.
   wake_fd_ = eventfd(0, EFD_CLOEXEC);
@@ -136,11 +142,78 @@ void UringDatamover::Shutdown() {
 
 void UringDatamover::Fail(Status status) {
   if (failed_) return;
+  StopConnection();
+  ReportFailure(status);
+}
+
+void UringDatamover::StopConnection() {
   StopFraming();
-  // The receive and send in flight end with an error or end of file, which is ignored.
+  // The receive and send in flight end with an error or end of file, which is ignored; until
+  // their completions are reaped the kernel may still write into a task's buffer or read it.
   ::shutdown(fd_, SHUT_RDWR);
+  while (receiving_ || sending_) {
+    const int rc = io_uring_submit_and_wait(&ring_, 1);
+    if (rc < 0 && rc != -EINTR && rc != -EAGAIN && rc != -EBUSY && rc != -ETIME) break;
+    TakeCompletions();
+  }
+}
+
+void UringDatamover::ReportDeferredFailure() {
+  if (!failure_unreported_) return;
+  failure_unreported_ = false;
+  ReportFailure(unreported_failure_);
+}
+
+void UringDatamover::ReportFailure(const Status& status) {
   // The session's messages name the datamover (Describe); the cause names the connection.
   events_->OnConnectionError(status.WithContext("connection TCP " + peer_));
+}
+
+void UringDatamover::Retire(Task* task) {
+  if (sending_ && BatchReaches(task)) {
+    // The send may be over: its completion waits in the queue, or among those copied out.
+    io_uring_submit_and_get_events(&ring_);
+    TakeCompletions();
+    int send_error = 0;
+    for (size_t i = completion_next_; i < completion_count_; ++i) {
+      if (completions_[i].request != kSend) continue;
+      completions_[i].request = kHandled;
+      const int result = completions_[i].result;
+      if (result >= 0) {
+        Sent(static_cast<size_t>(result));
+      } else if (result != -EINTR && result != -EAGAIN) {
+        send_error = -result;
+      }
+    }
+    // The kernel reads the task's buffer as long as the send lasts, which a peer that does not
+    // read makes forever: the connection ends here instead, and the loop reports it once the
+    // handler that called Retire has returned (the session is inside it).
+    if (sending_ || send_error != 0) {
+      StopConnection();
+      failure_unreported_ = true;
+      unreported_failure_ =
+          send_error != 0
+              ? Status::ConnectionFailed(CallFailed("send failed", send_error))
+              : Status::ConnectionFailed(
+                    "a task ended while a send of its data was in flight: the connection is "
+                    "closed so that the target gets no more of its buffer");
+    }
+  }
+  // A receive straight into the task's buffer (the rest of one of its Data-In segments), in
+  // flight or not yet accounted, ends with the connection too.
+  bool receive_unhandled = receiving_;
+  for (size_t i = completion_next_; i < completion_count_; ++i) {
+    receive_unhandled |=
+        completions_[i].request == kReceive || completions_[i].request == kLinkedReceive;
+  }
+  if (receive_unhandled && ReceiveReaches(task)) {
+    StopConnection();
+    failure_unreported_ = true;
+    unreported_failure_ = Status::ConnectionFailed(
+        "a task ended while a receive into its buffer was in flight: the connection is closed "
+        "so that nothing more lands there");
+  }
+  TcpFramedDatamover::Retire(task);
 }
 
 io_uring_sqe* UringDatamover::NextSqe() {
@@ -167,13 +240,16 @@ void UringDatamover::Arm() {
     rx_msg_ = {};
     rx_msg_.msg_iov = rx_iov_;
     rx_msg_.msg_iovlen = static_cast<size_t>(PlanReceive(rx_iov_));
-    if (const auto delay = coalescing_.Delay(events_->CommandsAwaitingResponse());
-        delay.count() > 0) {
+    const auto delay = coalescing_.Delay(events_->CommandsAwaitingResponse());
+    receive_linked_ = coalescing_usable_ && delay.count() > 0;
+    if (receive_linked_) {
       coalescing_delay_ = {0, delay.count()};
       io_uring_sqe* timeout = NextSqe();
       // ETIME_SUCCESS: the timeout expiring lets the linked receive run instead of cancelling
       // it; CQE_SKIP_SUCCESS: and posts nothing that would wake the thread.
-      io_uring_prep_timeout(timeout, &coalescing_delay_, 0, IORING_TIMEOUT_ETIME_SUCCESS);
+      io_uring_prep_timeout(timeout, &coalescing_delay_, 0,
+                            IORING_TIMEOUT_ETIME_SUCCESS |
+                                (faults_.refuse_coalescing_timeout ? kUnknownTimeoutFlag : 0));
       timeout->flags |= IOSQE_IO_LINK | IOSQE_CQE_SKIP_SUCCESS;
       io_uring_sqe_set_data64(timeout, kCoalescingTimeout);
       ++delayed_receives_;
@@ -181,8 +257,15 @@ void UringDatamover::Arm() {
     io_uring_sqe* sqe = NextSqe();
     io_uring_prep_recvmsg(sqe, kSocketFile, &rx_msg_, 0);
     sqe->flags |= IOSQE_FIXED_FILE;
-    if (socket_empty_) sqe->ioprio |= IORING_RECVSEND_POLL_FIRST;
-    io_uring_sqe_set_data64(sqe, kReceive);
+    // Not behind a delay: data has had time to arrive, and a refused POLL_FIRST would end the
+    // link as a refused timeout does, costing coalescing too.
+    receive_polls_first_ = socket_empty_ && poll_first_usable_ && !receive_linked_;
+    if (receive_polls_first_) {
+      sqe->ioprio |=
+          IORING_RECVSEND_POLL_FIRST | (faults_.refuse_poll_first ? kUnknownRecvFlag : 0);
+      ++polled_receives_;
+    }
+    io_uring_sqe_set_data64(sqe, receive_linked_ ? kLinkedReceive : kReceive);
     receiving_ = true;
   }
   if (!sending_) {
@@ -241,44 +324,88 @@ void UringDatamover::Run() {
       break;
     }
     if (poked) events_->OnWake();
-    unsigned head;
-    unsigned seen = 0;
-    io_uring_cqe* cqe;
-    io_uring_for_each_cqe(&ring_, head, cqe) {
-      Complete(cqe->user_data, cqe->res);
-      ++seen;
-    }
-    io_uring_cq_advance(&ring_, seen);
+    TakeCompletions();
+    // Handlers may add completions (Retire and Fail reap them), or take one out of turn.
+    while (completion_next_ < completion_count_) Complete(completions_[completion_next_++]);
+    completion_next_ = completion_count_ = 0;
     if (const Clock::time_point now = Clock::now(); now >= next_tick) {
       next_tick = now + kTick;
       events_->OnTimer();
     }
+    // After every handler of the round, OnTimer's (command timeouts) included.
+    ReportDeferredFailure();
   }
+  ReportDeferredFailure();
   Drain();
   // The registration belongs to this thread: undone here, not by io_uring_queue_exit elsewhere.
   io_uring_unregister_ring_fd(&ring_);
   thread_id_.store(std::thread::id());
 }
 
-void UringDatamover::Complete(uint64_t request, int result) {
-  switch (request) {
+void UringDatamover::TakeCompletions() {
+  unsigned head;
+  unsigned seen = 0;
+  io_uring_cqe* cqe;
+  io_uring_for_each_cqe(&ring_, head, cqe) {
+    if (completion_count_ == kMaxCompletions) break;
+    ++seen;
+    switch (cqe->user_data) {
+      case kReceive:
+        receiving_ = false;
+        break;
+      case kLinkedReceive:
+        // Ended already, with its refused timeout: nothing more to handle.
+        if (!receive_linked_) continue;
+        receive_linked_ = false;
+        receiving_ = false;
+        break;
+      case kCoalescingTimeout:
+        // Posted only when the timeout failed, so the receive linked to it never ran.
+        if (receive_linked_) {
+          receive_linked_ = false;
+          receiving_ = false;
+        }
+        break;
+      case kSend:
+        sending_ = false;
+        break;
+      case kWakeRead:
+        wake_armed_ = false;
+        break;
+    }
+    completions_[completion_count_++] = {cqe->user_data, cqe->res};
+  }
+  io_uring_cq_advance(&ring_, seen);
+}
+
+void UringDatamover::Complete(const Completion& completion) {
+  const int result = completion.result;
+  switch (completion.request) {
     case kReceive:
-      receiving_ = false;
-      OnReceived(result);
+    case kLinkedReceive: {
+      const bool polled_first = receive_polls_first_;
+      receive_polls_first_ = false;
+      // What a kernel without the feature does: the next round arms the receive without it.
+      if (completion.request == kLinkedReceive && result == -ECANCELED) {
+        coalescing_usable_ = false;
+      } else if (polled_first && result == -EINVAL) {
+        poll_first_usable_ = false;
+      } else {
+        OnReceived(result);
+      }
       break;
+    }
     case kSend:
-      sending_ = false;
       OnSent(result);
       break;
     case kWakeRead:
-      wake_armed_ = false;
       if (stopping_ || result < 0) break;
       poked_.store(false);
       events_->OnWake();
       break;
     case kCoalescingTimeout:
-      // Posted only when the timeout failed; the receive linked to it then ends with
-      // -ECANCELED, which fails the connection.
+      // The kernel refused the timeout (TakeCompletions ended its receive).
+      coalescing_usable_ = false;
       break;
   }
 }
@@ -314,28 +441,10 @@ void UringDatamover::Drain() {
   if (receiving_ || sending_) ::shutdown(fd_, SHUT_RDWR);
   if (wake_armed_) Signal();
   while (receiving_ || sending_ || wake_armed_) {
-    io_uring_cqe* cqe = nullptr;
     const int rc = io_uring_submit_and_wait(&ring_, 1);
     if (rc < 0 && rc != -EINTR && rc != -EAGAIN && rc != -EBUSY) break;
-    unsigned head;
-    unsigned seen = 0;
-    io_uring_for_each_cqe(&ring_, head, cqe) {
-      switch (cqe->user_data) {
-        case kReceive:
-          receiving_ = false;
-          break;
-        case kSend:
-          sending_ = false;
-          break;
-        case kWakeRead:
-          wake_armed_ = false;
-          break;
-        case kCoalescingTimeout:
-          break;
-      }
-      ++seen;
-    }
-    io_uring_cq_advance(&ring_, seen);
+    TakeCompletions();
+    completion_next_ = completion_count_ = 0;
   }
 }
 
