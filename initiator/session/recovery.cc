@@ -15,9 +15,14 @@ namespace {
 // is back is found within the cap, one that stays away costs a login attempt every two seconds.
 constexpr std::chrono::milliseconds kFirstBackoff{250};
 constexpr std::chrono::milliseconds kMaxBackoff{2000};
-// A connection that lived this long, or completed a command, ends a recovery episode: the next
-// loss waits Time2Wait again and gets a fresh replacement_timeout.
+// A connection that completed a command, or lived this long with nothing outstanding at its
+// loss, ends a recovery episode: the next loss waits Time2Wait again and gets a fresh
+// replacement_timeout. A connection that lived long but never completed what it was given is
+// one more loss in a row, however long it lived.
 constexpr std::chrono::seconds kStableConnection{10};
+// Times a command is sent again on a new connection after connections that completed nothing
+// before it fails: the bound where command_timeout is 0.
+constexpr uint8_t kMaxReplays = 4;
 
 constexpr uint8_t kCompareAndWrite = 0x89;
 constexpr uint8_t kPersistentReserveOut = 0x5f;
@@ -63,24 +68,51 @@ void Session::RecoveryMain() {
   }
 }
 
-uint64_t Session::CollectForReplay(const std::string& cause) {
-  std::vector<Task*> sent;
+bool Session::Outstanding() const {
+  if (pending_head_ || !delayed_.empty()) return true;
+  if (free_slots_.size() != kSlots - 1) return true;
+  MutexLock lock(&submit_mu_);
+  return submit_head_ != nullptr;
+}
+
+uint64_t Session::CollectForReplay(const std::string& cause, bool progress) {
+  std::vector<ReplayLife> sent;
   for (uint32_t s = 1; s < kSlots; ++s) {
-    if (slots_[s]) sent.push_back(slots_[s]);
+    if (slots_[s]) sent.push_back({slots_[s], slot_first_sent_[s], slot_replays_[s]});
     slots_[s] = nullptr;
     slot_abort_[s] = 0;
   }
   free_slots_.clear();
   for (uint32_t s = kSlots - 1; s >= 1; --s) free_slots_.push_back(s);
   tmfs_.clear();
-  std::sort(sent.begin(), sent.end(),
-            [](const Task* a, const Task* b) { return SerialLess(a->cmdsn, b->cmdsn); });
+  resets_waiting_.clear();
+  std::sort(sent.begin(), sent.end(), [](const ReplayLife& a, const ReplayLife& b) {
+    return SerialLess(a.task->cmdsn, b.task->cmdsn);
+  });
 
-  // The order they were first sent in: commands in flight, retries waiting for their back-off,
-  // then what never left.
+  // A command's life spans its replays: on a connection that completed nothing, one past
+  // command_timeout since it was first sent, or replayed too often, has had its escalation
+  // (abort, LUN reset, reconnect) and fails with the loss that ended it, instead of starting
+  // over on the next connection for ever.
+  // The others go in the order they were first sent in: commands in flight, retries waiting for
+  // their back-off, then what never left.
   std::vector<Task*> order;
   std::vector<Task*> refused;
-  for (Task* t : sent) (NotReplayable(*t) ? refused : order).push_back(t);
+  std::vector<ReplayLife> expired;
+  const Clock::time_point now = dm_->Now();
+  const std::chrono::milliseconds timeout = options_.command_timeout;
+  for (ReplayLife life : sent) {
+    if (NotReplayable(*life.task)) {
+      refused.push_back(life.task);
+    } else if (!progress && ((timeout.count() > 0 && now - life.first_sent > timeout) ||
+                             life.replays >= kMaxReplays)) {
+      expired.push_back(life);
+    } else {
+      if (!progress) ++life.replays;
+      replay_lives_.push_back(life);
+      order.push_back(life.task);
+    }
+  }
   const uint64_t replayed = order.size();
   for (const Delayed& d : delayed_) order.push_back(d.task);
   delayed_.clear();
@@ -92,6 +124,17 @@ uint64_t Session::CollectForReplay(const std::string& cause) {
     t->status = Status::IoError(std::string(NotReplayable(*t)) +
                                 " was in flight when the session to " + Describe() + " was lost (" +
                                 cause + "): it is not safe to repeat, so it was not sent again");
+    t->on_complete(t);
+  }
+  for (const ReplayLife& life : expired) {
+    Task* t = life.task;
+    const std::string why = life.replays >= kMaxReplays
+                                ? "after " + std::to_string(life.replays) +
+                                      " replays on connections that completed nothing"
+                                : "within command_timeout (" + SecondsText(timeout) + ")";
+    t->status = Status::IoError("no answer to CDB opcode " + HexByte(t->cdb[0]) + " on LUN " +
+                                std::to_string(t->lun) + " from " + Describe() + " " + why +
+                                "; the last connection was lost: " + cause);
     t->on_complete(t);
   }
   return replayed;
@@ -136,6 +179,7 @@ void Session::GiveUp() {
           ": I/O now fails; still trying");
   Task* lists[2] = {pending_head_, submitted};
   pending_head_ = pending_tail_ = nullptr;
+  replay_lives_.clear();
   for (Task* t : lists) FailQueue(t, why);
 }
 
@@ -154,7 +198,8 @@ void Session::Recover() {
   // target can reach a task's buffer through an old STag, and the I/O state is this thread's.
   dm_->Shutdown();
   const bool progress = progress_.exchange(false);
-  if (!in_episode_ || progress || lost_at - connected_at_ >= kStableConnection) {
+  const bool idle_and_stable = lost_at - connected_at_ >= kStableConnection && !Outstanding();
+  if (!in_episode_ || progress || idle_and_stable) {
     in_episode_ = true;
     episode_start_ = lost_at;
     backoff_ = std::chrono::milliseconds(0);
@@ -174,7 +219,7 @@ void Session::Recover() {
   // must say why on stderr, not only after replacement_timeout.
   Log(LogLevel::kWarning, "session to " + Describe() + " lost: " + cause.message() +
                               "; recovering (loss " + std::to_string(losses_) + " in a row)");
-  uint64_t replayed = CollectForReplay(cause.message());
+  uint64_t replayed = CollectForReplay(cause.message(), progress);
   if (gave_up_ || options_.replacement_timeout.count() == 0) {
     GiveUp();
     replayed = 0;
@@ -260,6 +305,7 @@ Status Session::Reconnect(const Portal& portal, uint64_t replayed, Clock::time_p
   nop_outstanding_ = false;
   logout_sent_ = false;
   logout_requested_ = false;
+  logout_deadline_set_ = false;
   {
     MutexLock lock(&close_mu_);
     logout_done_ = false;

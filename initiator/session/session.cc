@@ -16,6 +16,7 @@ namespace iser {
 namespace {
 
 constexpr uint8_t kTaskAttrSimple = 1;
+constexpr uint8_t kAbortTaskFunction = 1;  // the TMF function code, as in task_management.cc
 
 const char* RejectReasonName(uint8_t reason) {
   switch (reason) {
@@ -63,6 +64,8 @@ Session::Session(const SessionOptions& options)
       slots_(kSlots, nullptr),
       slot_generation_(kSlots, 0),
       slot_sent_at_(kSlots),
+      slot_first_sent_(kSlots),
+      slot_replays_(kSlots, 0),
       slot_abort_(kSlots, 0) {
   free_slots_.reserve(kSlots);
   for (uint32_t s = kSlots - 1; s >= 1; --s) free_slots_.push_back(s);
@@ -224,7 +227,8 @@ void Session::Enqueue(Task* task) {
 }
 
 void Session::Dispatch() {
-  if (!connected_) return;
+  // Nothing follows a Logout Request on its connection; what waits goes on the next one.
+  if (!connected_ || logout_sent_) return;
   if (!delayed_.empty()) {
     // Due retries go first, in the order they were delayed.
     const Clock::time_point now = dm_->Now();
@@ -245,7 +249,7 @@ void Session::Dispatch() {
   while (*link && !free_slots_.empty() && window_.Open() &&
          CommandsAwaitingResponse() + tmfs_.size() < most) {
     Task* t = *link;
-    if (!tmfs_.empty() && LunBeingReset(t->lun)) {
+    if ((!tmfs_.empty() || !resets_waiting_.empty()) && LunBeingReset(t->lun)) {
       held_after = t;
       link = &t->next;
       continue;
@@ -270,6 +274,18 @@ void Session::SendTask(Task* t) {
   slots_[slot] = t;
   slot_abort_[slot] = 0;
   if (options_.command_timeout.count() > 0) slot_sent_at_[slot] = dm_->Now();
+  slot_first_sent_[slot] = dm_->Now();
+  slot_replays_[slot] = 0;
+  if (!replay_lives_.empty()) {
+    // A replayed command keeps its age and its count of replays (CollectForReplay).
+    const auto life = std::find_if(replay_lives_.begin(), replay_lives_.end(),
+                                   [t](const ReplayLife& l) { return l.task == t; });
+    if (life != replay_lives_.end()) {
+      slot_first_sent_[slot] = life->first_sent;
+      slot_replays_[slot] = life->replays;
+      replay_lives_.erase(life);
+    }
+  }
   t->itt = itt;
   t->cmdsn = window_.Take();
   t->data_in_bytes = 0;
@@ -561,6 +577,16 @@ void Session::HandleR2T(const Bhs& bhs) {
   }
   ++t->next_r2t_sn;
   UpdateSequence(bhs, false);
+  // An R2T that crossed the task's ABORT TASK is left unanswered: Data-Out sent now would follow
+  // the abort, and once the abort is answered and the task sent again under a new ITT it would
+  // reach the target as data for a command it no longer has (tgtd drops the connection for
+  // it). Tasks covered by a LOGICAL UNIT RESET still get their Data-Out: RFC 7143 (4.2.3.3) has
+  // the target wait for the answers to the R2Ts it issued before it completes the reset.
+  if (slot_abort_[t->itt & (kSlots - 1)] == kAbortTaskFunction) {
+    Log(LogLevel::kDebug, Describe() + ": R2T for ITT " + HexTag(t->itt) +
+                              " while it is being aborted; not answered");
+    return;
+  }
   dm_->SendDataOut(t, bhs.u32(bhs::kTtt), static_cast<uint32_t>(offset),
                    static_cast<uint32_t>(len));
 }
@@ -607,6 +633,11 @@ void Session::HandleAsync(const Bhs& bhs, std::span<const uint8_t> data) {
       Log(LogLevel::kWarning,
           who + " asks us to log out within " + std::to_string(bhs.u16(42)) + " s; logging out");
       logout_requested_ = true;
+      // Parameter3: the Logout goes by then even if commands are still outstanding (they are
+      // sent again on the next connection), or a target that never answers them would keep
+      // the connection, and them, waiting for ever.
+      logout_deadline_set_ = true;
+      logout_deadline_ = dm_->Now() + std::chrono::seconds(bhs.u16(42));
       break;
     case 2:
     case 3: {
@@ -691,7 +722,19 @@ void Session::OnTimer() {
   if (!connected_) return;
   if (logout_requested_ || !delayed_.empty()) Dispatch();
   const auto now = dm_->Now();
-  if (options_.command_timeout.count() > 0) {
+  if (logout_deadline_set_ && now >= logout_deadline_) {
+    if (logout_sent_) {
+      dm_->Abort(Status::Timeout("no Logout Response to the logout the target asked for"));
+      return;
+    }
+    Log(LogLevel::kWarning, Describe() + ": logging out as the target asked, with " +
+                                std::to_string(CommandsAwaitingResponse()) +
+                                " commands unanswered; they will be sent again");
+    SendLogout();
+    logout_deadline_ = now + options_.logout_timeout;
+  }
+  // No task management follows a Logout Request on its connection.
+  if (options_.command_timeout.count() > 0 && !logout_sent_) {
     CheckCommandTimeouts(now);
     if (!connected_) return;
   }
@@ -715,6 +758,8 @@ void Session::FailAll(const Status& status) {
     }
   }
   tmfs_.clear();
+  resets_waiting_.clear();
+  replay_lives_.clear();
   Task* lists[3] = {nullptr, pending_head_, nullptr};
   // Delayed retries were sent before anything still pending.
   for (size_t i = delayed_.size(); i-- > 0;) {

@@ -169,8 +169,10 @@ class Session final : private DatamoverEvents {
   // Sends a LOGICAL UNIT RESET unless one to the LUN is outstanding; the LUN's tasks in flight
   // are the ones it covers, and the LUN's other commands wait until it is answered.
   void StartLunReset(uint64_t lun);
-  // A LOGICAL UNIT RESET to this LUN is outstanding.
+  // A LOGICAL UNIT RESET to this LUN is outstanding, or waits for room to be sent.
   bool LunBeingReset(uint64_t lun) const;
+  // Another task management request fits in the datamover's receives (Dispatch's gate).
+  bool RoomForTaskManagement() const;
   // No longer waits for the answer to this function: an answer that still comes is late, not a
   // protocol error.
   void ForgetTaskManagement(uint32_t itt);
@@ -183,8 +185,12 @@ class Session final : private DatamoverEvents {
   void RecoveryMain();
   void Recover();
   // Takes every unfinished task, in the order it was first sent, into pending_; fails those
-  // that may not be sent twice. Returns how many will be replayed.
-  uint64_t CollectForReplay(const std::string& cause);
+  // that may not be sent twice, and, when the lost connection completed nothing (progress
+  // false), those past command_timeout since first sent or replayed too often. Returns how many
+  // will be replayed.
+  uint64_t CollectForReplay(const std::string& cause, bool progress);
+  // Commands in flight, waiting, or submitted: a loss with any of them is not an idle one.
+  bool Outstanding() const;
   Status Reconnect(const Portal& portal, uint64_t replayed, Clock::time_point lost_at);
   void GiveUp();
   // Ends the recovery thread (Close); tasks it held are left for Close to fail.
@@ -237,6 +243,18 @@ class Session final : private DatamoverEvents {
   std::vector<Task*> slots_;
   std::vector<uint32_t> slot_generation_;
   std::vector<Clock::time_point> slot_sent_at_;
+  // A command's life across replays and reconnects: when it was first sent, and how often a lost
+  // connection that completed nothing made it start over. Sending it again after an abort or a
+  // SCSI retry, on a live connection, starts both afresh.
+  std::vector<Clock::time_point> slot_first_sent_;
+  std::vector<uint8_t> slot_replays_;
+  struct ReplayLife {
+    Task* task;
+    Clock::time_point first_sent;
+    uint8_t replays;
+  };
+  // Those of the tasks waiting to be replayed, until SendTask takes them back into a slot.
+  std::vector<ReplayLife> replay_lives_;
   std::vector<uint8_t> slot_abort_;  // 0, or the TMF function sent for the slot's task
   std::vector<uint32_t> free_slots_;
   struct TaskManagement {
@@ -247,7 +265,8 @@ class Session final : private DatamoverEvents {
     Clock::time_point sent_at;
   };
   std::vector<TaskManagement> tmfs_;
-  std::vector<uint32_t> late_tmf_itts_;  // ForgetTaskManagement's, oldest first, bounded
+  std::vector<uint64_t> resets_waiting_;  // LUN resets decided, waiting for a receive
+  std::vector<uint32_t> late_tmf_itts_;   // ForgetTaskManagement's, oldest first, bounded
   uint32_t control_itt_ = 0;
   Clock::time_point connected_at_;
   Clock::time_point last_receive_;
@@ -256,6 +275,9 @@ class Session final : private DatamoverEvents {
   std::atomic<bool> failed_{false};
   Status failure_;
   bool logout_sent_ = false;
+  // Async Message event 1: the target wants a Logout by then, outstanding commands or not.
+  bool logout_deadline_set_ = false;
+  Clock::time_point logout_deadline_;
   // A command completed on the current connection: a later loss starts a new recovery episode.
   std::atomic<bool> progress_{false};
   std::atomic<uint64_t> capacity_changes_{0};
@@ -266,7 +288,8 @@ class Session final : private DatamoverEvents {
   std::atomic<uint64_t> bytes_written_{0};
 
   // Recovery thread state. An episode is the losses, one after the other, of connections that
-  // completed nothing: they share a replacement_timeout and a growing back-off.
+  // completed nothing (an idle connection that lived long ends one): they share a
+  // replacement_timeout and a growing back-off.
   bool in_episode_ = false;
   Clock::time_point episode_start_;
   std::chrono::milliseconds backoff_{0};

@@ -52,13 +52,26 @@ void Session::SendTaskManagement(uint8_t function, uint64_t lun, Task* reference
 }
 
 bool Session::LunBeingReset(uint64_t lun) const {
-  return std::any_of(tmfs_.begin(), tmfs_.end(), [&](const TaskManagement& m) {
-    return m.function == kLogicalUnitReset && m.lun == lun;
-  });
+  return std::any_of(tmfs_.begin(), tmfs_.end(),
+                     [&](const TaskManagement& m) {
+                       return m.function == kLogicalUnitReset && m.lun == lun;
+                     }) ||
+         std::find(resets_waiting_.begin(), resets_waiting_.end(), lun) != resets_waiting_.end();
+}
+
+// The answer to a task management request needs a receive like a command's: over iWARP a SEND
+// that finds none posted ends the connection.
+bool Session::RoomForTaskManagement() const {
+  return CommandsAwaitingResponse() + tmfs_.size() < dm_->MaxOutstandingCommands();
 }
 
 void Session::StartLunReset(uint64_t lun) {
   if (LunBeingReset(lun)) return;
+  if (!RoomForTaskManagement()) {
+    // CheckCommandTimeouts sends it at a later tick; the LUN's new commands wait meanwhile.
+    resets_waiting_.push_back(lun);
+    return;
+  }
   SendTaskManagement(kLogicalUnitReset, lun, nullptr);
   for (uint32_t s = 1; s < kSlots; ++s) {
     if (slots_[s] && slots_[s]->lun == lun) slot_abort_[s] = kLogicalUnitReset;
@@ -94,10 +107,17 @@ void Session::CheckCommandTimeouts(Clock::time_point now) {
       reset_luns.push_back(m.lun);
     }
   }
+  std::vector<uint64_t> waiting;
+  waiting.swap(resets_waiting_);
+  for (uint64_t lun : waiting) StartLunReset(lun);
   for (uint64_t lun : reset_luns) StartLunReset(lun);
   for (uint32_t s = 1; s < kSlots; ++s) {
     Task* t = slots_[s];
     if (t == nullptr || slot_abort_[s] != 0 || now - slot_sent_at_[s] <= timeout) continue;
+    // A reset waiting for room will cover it.
+    if (!resets_waiting_.empty() && LunBeingReset(t->lun)) continue;
+    // The other aborts wait for room like commands do; the next tick tries again.
+    if (!RoomForTaskManagement()) break;
     Log(LogLevel::kWarning, Describe() + ": no answer to CDB opcode " + HexByte(t->cdb[0]) +
                                 " (CmdSN " + std::to_string(t->cmdsn) + ") on LUN " +
                                 std::to_string(t->lun) + " within " + SecondsText(timeout) +

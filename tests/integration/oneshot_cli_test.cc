@@ -143,6 +143,96 @@ TEST(OneShotCliTest, LsReportsTheCauseEveryRecoveryLoginFailsWith) {
   EXPECT_CONTAINS(r.out, "Authentication failure");
 }
 
+// Targets that accept every login and then never let a command finish (issue 29, item 7): each
+// recovery comes back, and the command is replayed on the new connection. A command's age and
+// its replays count across connections, so ls still ends within the login timeout plus one
+// command timeout (the slack covers the loss that reveals it: NOP-Out's interval and timeout).
+constexpr int kCommandTimeoutSeconds = 5;
+constexpr auto kHostileBound =
+    std::chrono::seconds(kLoginTimeoutSeconds + kCommandTimeoutSeconds + 10);
+
+// Logs in, then answers nothing, not even NOP-Out, until the initiator closes the connection.
+void LoginThenSilence(FakeConnection& c) {
+  if (!c.Login(FakeLoginBehavior{})) return;
+  test::FakePdu pdu;
+  while (c.Read(&pdu)) {
+  }
+}
+
+// Logs in, answers NOP-Outs, and answers every SCSI Command with a PDU no target may send.
+void LoginThenMalformedAnswers(FakeConnection& c) {
+  if (!c.Login(FakeLoginBehavior{})) return;
+  test::FakePdu pdu;
+  while (c.Read(&pdu)) {
+    const uint32_t cmdsn = pdu.bhs.u32(bhs::kCmdSN);
+    if (pdu.bhs.opcode() == Opcode::kNopOut && pdu.bhs.itt() != kReservedTag) {
+      Bhs nop =
+          test::ResponseHeader(Opcode::kNopIn, pdu.bhs.itt(), c.next_statsn(), cmdsn, cmdsn + 64);
+      nop.set_u32(bhs::kTtt, kReservedTag);
+      c.Send(nop);
+    } else if (pdu.bhs.opcode() == Opcode::kScsiCommand) {
+      Bhs garbage;
+      garbage.b[0] = 0x01;
+      c.Send(garbage);
+    }
+  }
+}
+
+// Logs in, asks for a logout at once (Async Message event 1), answers NOP-Outs and the Logout,
+// and leaves SCSI Commands unanswered.
+void LoginThenAskForLogout(FakeConnection& c) {
+  if (!c.Login(FakeLoginBehavior{})) return;
+  Bhs async = test::ResponseHeader(Opcode::kAsyncMessage, kReservedTag, c.next_statsn(), 1, 64);
+  async.b[36] = 1;       // AsyncEvent: logout requested
+  async.set_u16(42, 2);  // Parameter3: log out within 2 s
+  c.Send(async);
+  test::FakePdu pdu;
+  while (c.Read(&pdu)) {
+    const uint32_t cmdsn = pdu.bhs.u32(bhs::kCmdSN);
+    if (pdu.bhs.opcode() == Opcode::kNopOut && pdu.bhs.itt() != kReservedTag) {
+      Bhs nop =
+          test::ResponseHeader(Opcode::kNopIn, pdu.bhs.itt(), c.next_statsn(), cmdsn, cmdsn + 64);
+      nop.set_u32(bhs::kTtt, kReservedTag);
+      c.Send(nop);
+    } else if (pdu.bhs.opcode() == Opcode::kLogoutRequest) {
+      c.Send(test::ResponseHeader(Opcode::kLogoutResponse, pdu.bhs.itt(), c.next_statsn(), cmdsn,
+                                  cmdsn + 64));
+      return;
+    }
+  }
+}
+
+struct HostileCase {
+  const char* name;
+  FakePortal::Handler handler;
+  const char* cause;  // in the answer
+};
+
+void ExpectLsEndsWithTheCause(const HostileCase& h) {
+  SCOPED_TRACE(h.name);
+  FakePortal portal(h.handler);
+  const CliRun r = RunCli("ls " + Url(portal.port()) + Timeouts() + " --command-timeout " +
+                          std::to_string(kCommandTimeoutSeconds));
+  EXPECT_LT(r.took, kHostileBound) << "ls answered after " << Seconds(r.took) << " s";
+  EXPECT_NE(r.rc, 0) << r.out << r.err;
+  EXPECT_NE(r.rc, 124) << "ls was still running after 60 s:\n" << r.err;
+  EXPECT_CONTAINS(r.out + r.err, h.cause);
+  std::printf("%s: ls answered after %.1f s with %d\n", h.name, Seconds(r.took), r.rc);
+}
+
+TEST(OneShotCliTest, LsAgainstATargetThatAnswersNothingEndsWithTheCause) {
+  ExpectLsEndsWithTheCause({"silent", LoginThenSilence, "no answer to NOP-Out"});
+}
+
+TEST(OneShotCliTest, LsAgainstATargetThatAnswersEveryCommandWithAMalformedPduEndsWithTheCause) {
+  ExpectLsEndsWithTheCause(
+      {"malformed", LoginThenMalformedAnswers, "target sent a PDU with unknown opcode 0x01"});
+}
+
+TEST(OneShotCliTest, LsAgainstATargetThatAsksForALogoutAfterEveryLoginEndsWithTheCause) {
+  ExpectLsEndsWithTheCause({"logout", LoginThenAskForLogout, "log out"});
+}
+
 // A Discovery session does not recover: discover answers at once, with the cause.
 TEST(OneShotCliTest, DiscoverAnswersAtOnceWithTheCause) {
   FakePortal portal(LoginThenBreak);

@@ -21,6 +21,7 @@
 #include <thread>
 #include <vector>
 
+#include "initiator/base/log.h"
 #include "initiator/scsi/commands.h"
 #include "initiator/session/session.h"
 #include "tests/integration/fake_target.h"
@@ -33,6 +34,7 @@ using test::FakeConnection;
 using test::FakeLoginBehavior;
 using test::FakePdu;
 using test::FakePortal;
+using test::FakeTarget;
 using test::RefusingLogin;
 using test::ResponseHeader;
 using SteadyClock = std::chrono::steady_clock;
@@ -387,6 +389,236 @@ TEST(RecoveryFakeTarget, TargetBackAfterRefusalsGetsTheWaitingTaskReplayed) {
   const auto close_start = SteadyClock::now();
   EXPECT_TRUE(s.Close().ok());
   EXPECT_LE(SteadyClock::now() - close_start, 1s);
+}
+
+// An R2T that crosses the ABORT TASK of its WRITE (issue 29, item 1): the session must not
+// answer it, because the Data-Out would go out behind the abort and, once the abort is answered
+// and the WRITE resent under a new ITT, reach the target as Data-Out of no command it knows
+// (tgtd drops the connection for it). Over the real TCP datamover: the Data-Out is built when
+// it is written, not when it is queued.
+TEST(RecoveryFakeTarget, AnR2TAfterItsAbortTaskIsNotAnsweredAndTheResentWriteIsWellFormed) {
+  constexpr uint32_t kWriteBytes = 8192;
+  constexpr uint32_t kStaleTtt = 0x1111;
+  constexpr uint32_t kFreshTtt = 0x2222;
+  constexpr uint32_t kPingTtt = 0x4242;
+  std::mutex mu;
+  std::vector<FakePdu> before_resend;  // what came between the abort and the resent WRITE
+  FakePdu first_command, resent, data_out;
+  bool script_done = false;
+  FakeTarget target(FakeLoginBehavior{}, [&](FakeTarget& t) {
+    FakePdu cmd, tmf, pdu;
+    if (!ReadUntil(t, Opcode::kScsiCommand, &cmd)) return;
+    if (!ReadUntil(t, Opcode::kTaskMgmtRequest, &tmf)) return;
+    const uint32_t cmdsn = cmd.bhs.u32(bhs::kCmdSN);
+    Bhs r2t = ResponseHeader(Opcode::kR2T, cmd.bhs.itt(), 0, cmdsn + 1, cmdsn + 64);
+    r2t.set_u32(bhs::kTtt, kStaleTtt);
+    r2t.set_u32(bhs::kDataSN, 0);
+    r2t.set_u32(bhs::kBufferOffset, 0);
+    r2t.set_u32(bhs::kDesiredLength, kWriteBytes);
+    t.Send(r2t);
+    // A ping after the R2T: once its echo is here, a Data-Out answering the R2T has been sent.
+    Bhs ping = ResponseHeader(Opcode::kNopIn, kReservedTag, 0, cmdsn + 1, cmdsn + 64);
+    ping.set_u32(bhs::kTtt, kPingTtt);
+    t.Send(ping);
+    std::vector<FakePdu> seen;
+    bool echoed = false;
+    while (!echoed && t.Read(&pdu)) {
+      echoed = pdu.bhs.opcode() == Opcode::kNopOut && pdu.bhs.u32(bhs::kTtt) == kPingTtt;
+      seen.push_back(pdu);
+    }
+    AnswerTaskManagement(t, tmf, 0);
+    bool got_resent = false;
+    while (!got_resent && t.Read(&pdu)) {
+      got_resent = pdu.bhs.opcode() == Opcode::kScsiCommand;
+      if (!got_resent) seen.push_back(pdu);
+    }
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      first_command = cmd;
+      before_resend = seen;
+      resent = pdu;
+    }
+    if (!got_resent) return;
+    const uint32_t resent_cmdsn = pdu.bhs.u32(bhs::kCmdSN);
+    r2t = ResponseHeader(Opcode::kR2T, pdu.bhs.itt(), 0, resent_cmdsn + 1, resent_cmdsn + 64);
+    r2t.set_u32(bhs::kTtt, kFreshTtt);
+    r2t.set_u32(bhs::kDataSN, 0);
+    r2t.set_u32(bhs::kBufferOffset, 0);
+    r2t.set_u32(bhs::kDesiredLength, kWriteBytes);
+    t.Send(r2t);
+    FakePdu out;
+    if (!t.Read(&out)) return;
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      data_out = out;
+      script_done = true;
+    }
+    t.Send(ResponseHeader(Opcode::kScsiResponse, pdu.bhs.itt(), t.next_statsn(), resent_cmdsn + 1,
+                          resent_cmdsn + 64));
+    if (ReadUntil(t, Opcode::kLogoutRequest, &pdu)) {
+      const uint32_t c = pdu.bhs.u32(bhs::kCmdSN);
+      t.Send(ResponseHeader(Opcode::kLogoutResponse, pdu.bhs.itt(), t.next_statsn(), c, c + 64));
+    }
+  });
+  // Before the session: a session closed on a failed assertion still completes the task.
+  std::vector<uint8_t> buf(kWriteBytes);
+  for (size_t i = 0; i < buf.size(); ++i) buf[i] = Pattern(i);
+  Task task;
+  scsi::Write(task, kLba, kWriteBytes / 512, buf.data(), kWriteBytes, false);
+  std::binary_semaphore done{0};
+  SessionOptions o = OptionsFor(target.port(), 0);
+  o.command_timeout = 1s;
+  o.recover = false;
+  Result<std::unique_ptr<Session>> opened = Session::Open(o);
+  ASSERT_TRUE(opened.ok()) << opened.status().ToString();
+  Session& s = **opened;
+
+  task.context = &done;
+  task.on_complete = [](Task* t) { static_cast<std::binary_semaphore*>(t->context)->release(); };
+  s.Submit(&task);
+  ASSERT_TRUE(done.try_acquire_for(20s)) << "the WRITE did not complete";
+  EXPECT_TRUE(task.status.ok()) << task.status.ToString();
+
+  std::lock_guard<std::mutex> lock(mu);
+  for (const FakePdu& p : before_resend) {
+    EXPECT_NE(p.bhs.opcode(), Opcode::kDataOut)
+        << "Data-Out (ITT " << p.bhs.itt() << ", TTT " << p.bhs.u32(bhs::kTtt)
+        << ") answered the R2T of the task being aborted (ITT " << first_command.bhs.itt() << ")";
+  }
+  ASSERT_EQ(resent.bhs.opcode(), Opcode::kScsiCommand);
+  EXPECT_NE(resent.bhs.itt(), first_command.bhs.itt());
+  ASSERT_TRUE(script_done);
+  ASSERT_EQ(data_out.bhs.opcode(), Opcode::kDataOut);
+  EXPECT_EQ(data_out.bhs.itt(), resent.bhs.itt());
+  EXPECT_EQ(data_out.bhs.u32(bhs::kTtt), kFreshTtt);
+  EXPECT_EQ(data_out.bhs.u32(bhs::kBufferOffset), 0u);
+  EXPECT_EQ(data_out.data, buf);
+  EXPECT_TRUE(s.Close().ok());
+}
+
+// Targets that accept every login and then never let a command finish (issue 29, item 7). Each
+// connection lives longer than the 10 s after which a connection counted as stable, so only the
+// command's own age and the losses "in a row" of connections that completed nothing can end it:
+// the command fails naming the last loss, the next one too, and replacement_timeout fires.
+std::mutex g_warnings_mu;
+std::vector<std::string> g_warnings;
+
+void CaptureWarnings(LogLevel level, const std::string& message) {
+  if (level < LogLevel::kWarning) return;
+  std::lock_guard<std::mutex> lock(g_warnings_mu);
+  g_warnings.push_back(message);
+}
+
+bool Warned(const std::string& words) {
+  std::lock_guard<std::mutex> lock(g_warnings_mu);
+  return std::any_of(g_warnings.begin(), g_warnings.end(),
+                     [&](const std::string& w) { return w.find(words) != std::string::npos; });
+}
+
+// Logs in, then answers nothing, not even NOP-Out.
+void LoginThenSilence(FakeConnection& c) {
+  if (!c.Login(LoginWithTime2Wait(0))) return;
+  FakePdu pdu;
+  while (c.Read(&pdu)) {
+  }
+}
+
+// Logs in, answers NOP-Outs, and every SCSI Command with a PDU no target may send. Its
+// connections die young: the losses were "in a row" before too, and this guards that.
+void LoginThenMalformedAnswers(FakeConnection& c) {
+  if (!c.Login(LoginWithTime2Wait(0))) return;
+  FakePdu pdu;
+  while (c.Read(&pdu)) {
+    const uint32_t cmdsn = pdu.bhs.u32(bhs::kCmdSN);
+    if (pdu.bhs.opcode() == Opcode::kNopOut && pdu.bhs.itt() != kReservedTag) {
+      Bhs nop = ResponseHeader(Opcode::kNopIn, pdu.bhs.itt(), c.next_statsn(), cmdsn, cmdsn + 64);
+      nop.set_u32(bhs::kTtt, kReservedTag);
+      c.Send(nop);
+    } else if (pdu.bhs.opcode() == Opcode::kScsiCommand) {
+      Bhs garbage;
+      garbage.b[0] = 0x01;
+      c.Send(garbage);
+    }
+  }
+}
+
+// Logs in, asks for a logout at once (Async Message event 1), answers NOP-Outs and a Logout,
+// leaves SCSI Commands and task management unanswered.
+void LoginThenAskForLogout(FakeConnection& c) {
+  if (!c.Login(LoginWithTime2Wait(0))) return;
+  Bhs async = ResponseHeader(Opcode::kAsyncMessage, kReservedTag, c.next_statsn(), 1, 64);
+  async.b[36] = 1;       // AsyncEvent: logout requested
+  async.set_u16(42, 2);  // Parameter3: within 2 s
+  c.Send(async);
+  FakePdu pdu;
+  while (c.Read(&pdu)) {
+    const uint32_t cmdsn = pdu.bhs.u32(bhs::kCmdSN);
+    if (pdu.bhs.opcode() == Opcode::kNopOut && pdu.bhs.itt() != kReservedTag) {
+      Bhs nop = ResponseHeader(Opcode::kNopIn, pdu.bhs.itt(), c.next_statsn(), cmdsn, cmdsn + 64);
+      nop.set_u32(bhs::kTtt, kReservedTag);
+      c.Send(nop);
+    } else if (pdu.bhs.opcode() == Opcode::kLogoutRequest) {
+      c.Send(ResponseHeader(Opcode::kLogoutResponse, pdu.bhs.itt(), c.next_statsn(), cmdsn,
+                            cmdsn + 64));
+      return;
+    }
+  }
+}
+
+void ExpectTheCommandEndsAcrossReplays(const FakePortal::Handler& handler,
+                                       const std::string& cause) {
+  {
+    std::lock_guard<std::mutex> lock(g_warnings_mu);
+    g_warnings.clear();
+  }
+  SetLogSink(&CaptureWarnings, LogLevel::kWarning);
+  FakePortal portal(handler);
+  SessionOptions o = OptionsFor(portal.port(), 0);
+  o.nop_interval = 5s;
+  o.nop_timeout = 6s;
+  o.command_timeout = 3s;
+  // Before the session: a session closed on a failed assertion still completes them.
+  PendingRead first;
+  PendingRead second;
+  Result<std::unique_ptr<Session>> opened = Session::Open(o);
+  ASSERT_TRUE(opened.ok()) << opened.status().ToString();
+  Session& s = **opened;
+
+  // Fails at the first loss after command_timeout: within a connection's life, 12 s here.
+  const auto start = SteadyClock::now();
+  first.Submit(s);
+  ASSERT_TRUE(first.Wait(30s)) << "the command outlived command_timeout by far, replayed over and "
+                                  "over";
+  std::printf("the first command failed after %.1f s: %s\n", Seconds(first.completed - start),
+              first.task.status.ToString().c_str());
+  EXPECT_FALSE(first.task.status.ok());
+  EXPECT_EQ(first.task.status.code(), StatusCode::kIoError) << first.task.status.ToString();
+  EXPECT_NE(first.task.status.message().find(cause), std::string::npos)
+      << first.task.status.ToString();
+
+  // The next command meets the same target: its loss follows a recovery that completed nothing,
+  // so it is one more loss in a row, and replacement_timeout (counted from the first) fires.
+  second.Submit(s);
+  ASSERT_TRUE(second.Wait(40s)) << "the second command outlived its command_timeout by far";
+  EXPECT_FALSE(second.task.status.ok());
+  EXPECT_NE(second.task.status.message().find(cause), std::string::npos)
+      << second.task.status.ToString();
+  EXPECT_TRUE(Warned("(loss 2 in a row)"));
+  EXPECT_TRUE(Warned("gave up waiting for the session"));
+  s.Close().IgnoreError();
+  SetLogSink(nullptr, LogLevel::kWarning);
+}
+
+TEST(RecoveryFakeTarget, ACommandToATargetThatAnswersNothingEndsAcrossReplays) {
+  ExpectTheCommandEndsAcrossReplays(LoginThenSilence, "no answer to NOP-Out");
+}
+
+TEST(RecoveryFakeTarget, ACommandAnsweredWithAMalformedPduEndsAcrossReplays) {
+  ExpectTheCommandEndsAcrossReplays(LoginThenMalformedAnswers, "unknown opcode 0x01");
+}
+
+TEST(RecoveryFakeTarget, ACommandToATargetThatAsksForALogoutAfterEveryLoginEndsAcrossReplays) {
+  ExpectTheCommandEndsAcrossReplays(LoginThenAskForLogout, "asked us to log out");
 }
 
 }  // namespace

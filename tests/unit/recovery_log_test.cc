@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <condition_variable>
 #include <mutex>
 #include <string>
 #include <thread>
@@ -20,12 +21,14 @@ namespace {
 using std::chrono::milliseconds;
 
 std::mutex g_log_mu;
+std::condition_variable g_log_cv;
 std::vector<std::string> g_warnings;
 
 void CaptureWarnings(LogLevel level, const std::string& message) {
   if (level != LogLevel::kWarning) return;
   std::lock_guard<std::mutex> lock(g_log_mu);
   g_warnings.push_back(message);
+  g_log_cv.notify_all();
 }
 
 class RecoveryLogTest : public SessionTest {
@@ -61,15 +64,24 @@ class RecoveryLogTest : public SessionTest {
     }
     return false;
   }
-  // The warning that contains every one of these pieces, or "" if none does.
+  // The warning that contains every one of these pieces, or "" if none is logged within a
+  // generous bound. Waits on the log itself: the session logs a recovery after its stats show
+  // it, so a test that saw the stats may still be ahead of the line.
   static std::string Warning(const std::vector<std::string>& pieces) {
-    std::lock_guard<std::mutex> lock(g_log_mu);
-    for (const std::string& w : g_warnings) {
-      bool all = true;
-      for (const std::string& p : pieces) all = all && w.find(p) != std::string::npos;
-      if (all) return w;
-    }
-    return "";
+    std::unique_lock<std::mutex> lock(g_log_mu);
+    std::string found;
+    g_log_cv.wait_for(lock, std::chrono::seconds(30), [&] {
+      for (const std::string& w : g_warnings) {
+        bool all = true;
+        for (const std::string& p : pieces) all = all && w.find(p) != std::string::npos;
+        if (all) {
+          found = w;
+          return true;
+        }
+      }
+      return false;
+    });
+    return found;
   }
   static std::string AllWarnings() {
     std::lock_guard<std::mutex> lock(g_log_mu);

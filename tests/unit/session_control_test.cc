@@ -86,6 +86,30 @@ TEST_F(SessionControlTest, AsyncEventOneLogsOutOnceTheTasksAreDone) {
   EXPECT_EQ(Sent(Opcode::kLogoutRequest)[0].bhs.flags(), kFinalBit) << "reason: close the session";
 }
 
+// A target that asks for a logout and never answers the commands in flight gets it anyway by
+// Parameter3 seconds (RFC 7143: the Logout goes no later than that); nothing follows it on the
+// connection, and what was outstanding is sent again after the next login.
+TEST_F(SessionControlTest, AsyncEventOneLogsOutByParameter3WithTasksStillInFlight) {
+  Open();
+  TestTask& a = NewRead(512);
+  session_->Submit(&a.task);
+  Bhs async = fake_.Header(Opcode::kAsyncMessage, kReservedTag);
+  async.b[36] = 1;
+  async.set_u16(42, 3);
+  fake_.Deliver(async);
+  fake_.Advance(std::chrono::seconds(2));
+  fake_.FireTimer();
+  EXPECT_TRUE(Sent(Opcode::kLogoutRequest).empty()) << "logged out before Parameter3 passed";
+  fake_.Advance(std::chrono::seconds(2));
+  fake_.FireTimer();
+  ASSERT_EQ(Sent(Opcode::kLogoutRequest).size(), 1u) << "no Logout by Parameter3";
+  TestTask& b = NewRead(512);
+  session_->Submit(&b.task);
+  int commands = 0;
+  for (const SentPdu& p : fake_.sent()) commands += p.kind == SentPdu::Kind::kCommand;
+  EXPECT_EQ(commands, 1) << "a command followed the Logout Request";
+}
+
 TEST_F(SessionControlTest, OtherAsyncEventsAreOnlyLogged) {
   Open();
   for (uint8_t event : {0, 2, 3, 4, 255}) {

@@ -610,6 +610,107 @@ TEST_F(CommandTimeoutTest, AnAbortAnsweredAfterTheResetThatCoveredItIsLate) {
   EXPECT_EQ(TakeCommands().size(), 2u);
 }
 
+// An R2T that crosses the ABORT TASK of its task is not answered: Data-Out queued behind the
+// abort would go out after it, and, once the task is resent under a new ITT, reach the target as
+// data of a command it no longer has.
+Bhs R2TFor(FakeConnection& fake, uint32_t itt, uint32_t r2tsn) {
+  Bhs b = fake.Header(Opcode::kR2T, itt);
+  b.set_u32(bhs::kTtt, 0x7700 + r2tsn);
+  b.set_u32(bhs::kDataSN, r2tsn);
+  b.set_u32(bhs::kBufferOffset, 0);
+  b.set_u32(bhs::kDesiredLength, 4096);
+  return b;
+}
+
+std::vector<SentPdu::Kind> Kinds(const std::vector<SentPdu>& sent) {
+  std::vector<SentPdu::Kind> kinds;
+  for (const SentPdu& p : sent) kinds.push_back(p.kind);
+  return kinds;
+}
+
+TEST_F(CommandTimeoutTest, AnR2TForATaskBeingAbortedIsNotAnswered) {
+  Open10s();
+  TestTask& w = NewWrite(65536);
+  session_->Submit(&w.task);
+  std::vector<SentPdu> first = TakeCommands();
+  ASSERT_EQ(first.size(), 1u);
+  std::vector<SentPdu> abort = PassCommandTimeout();
+  ASSERT_EQ(abort.size(), 1u);
+  fake_.Deliver(R2TFor(fake_, first[0].bhs.itt(), 0));
+  EXPECT_FALSE(fake_.failed()) << fake_.failure().message();
+  std::vector<SentPdu> sent = fake_.TakeSent();
+  EXPECT_TRUE(sent.empty()) << "answered an R2T of a task being aborted (" << sent.size()
+                            << " PDUs, the first a Data-Out: "
+                            << (!sent.empty() && sent[0].kind == SentPdu::Kind::kDataOut) << ")";
+  AnswerTmf(abort[0], 0);
+  sent = fake_.TakeSent();
+  ASSERT_EQ(sent.size(), 1u) << "only the resent command";
+  EXPECT_EQ(sent[0].kind, SentPdu::Kind::kCommand);
+  EXPECT_NE(sent[0].bhs.itt(), first[0].bhs.itt());
+  // The resent command's own R2T is answered.
+  fake_.Deliver(R2TFor(fake_, sent[0].bhs.itt(), 0));
+  sent = fake_.TakeSent();
+  ASSERT_EQ(sent.size(), 1u);
+  EXPECT_EQ(sent[0].kind, SentPdu::Kind::kDataOut);
+  Respond(w);
+  EXPECT_EQ(w.completions, 1);
+  EXPECT_TRUE(w.task.status.ok()) << w.task.status.message();
+}
+
+// A LUN reset is different: RFC 7143 (4.2.3.3) has the target wait for the Data-Out of the R2Ts
+// it issued before the reset, so an R2T that crossed the reset is answered, and the task is sent
+// again only once the reset is answered.
+TEST_F(CommandTimeoutTest, AnR2TForATaskCoveredByALunResetIsAnsweredBeforeTheResetEnds) {
+  Open10s();
+  TestTask& w = NewWrite(65536);
+  session_->Submit(&w.task);
+  std::vector<SentPdu> first = TakeCommands();
+  ASSERT_EQ(first.size(), 1u);
+  std::vector<SentPdu> abort = PassCommandTimeout();
+  ASSERT_EQ(abort.size(), 1u);
+  AnswerTmf(abort[0], 255);  // rejected: escalate to a LUN reset
+  std::vector<SentPdu> reset = TakeTaskManagement();
+  ASSERT_EQ(reset.size(), 1u);
+  ASSERT_EQ(reset[0].bhs.flags() & 0x7f, 5);
+  fake_.Deliver(R2TFor(fake_, first[0].bhs.itt(), 0));
+  std::vector<SentPdu> sent = fake_.TakeSent();
+  ASSERT_EQ(Kinds(sent), std::vector<SentPdu::Kind>{SentPdu::Kind::kDataOut});
+  EXPECT_EQ(sent[0].bhs.itt(), first[0].bhs.itt());
+  AnswerTmf(reset[0], 0);
+  sent = fake_.TakeSent();
+  ASSERT_EQ(Kinds(sent), std::vector<SentPdu::Kind>{SentPdu::Kind::kCommand});
+  EXPECT_NE(sent[0].bhs.itt(), first[0].bhs.itt());
+  Respond(w);
+  EXPECT_EQ(w.completions, 1);
+}
+
+// ABORT TASKs wait for a receive like commands do (Dispatch's gate): on iWARP a SEND that finds
+// no posted receive ends the connection.
+TEST_F(CommandTimeoutTest, AbortsWaitForTheDatamoversReceives) {
+  fake_.options().login_cmdsn_window = 1000;
+  fake_.options().max_outstanding_commands = 4;
+  Open10s();
+  fake_.max_cmdsn = 1000;
+  std::vector<TestTask*> t;
+  for (int i = 0; i < 4; ++i) t.push_back(&NewRead(512));
+  for (TestTask* x : t) session_->Submit(&x->task);
+  ASSERT_EQ(TakeCommands().size(), 4u);
+  std::vector<SentPdu> aborts = PassCommandTimeout();
+  EXPECT_TRUE(aborts.empty()) << aborts.size()
+                              << " ABORT TASKs sent with every receive taken by a command";
+  // Two commands answered: two receives free, two aborts go at the next tick.
+  Respond(*t[0]);
+  Respond(*t[1]);
+  aborts = TakeTaskManagement();
+  fake_.FireTimer();
+  for (SentPdu& p : TakeTaskManagement()) aborts.push_back(std::move(p));
+  ASSERT_EQ(aborts.size(), 2u);
+  for (const SentPdu& a : aborts) AnswerTmf(a, 0);
+  // The aborted commands go again, one receive each.
+  EXPECT_EQ(TakeCommands().size(), 2u);
+  EXPECT_FALSE(fake_.failed()) << fake_.failure().message();
+}
+
 // Every way a sent task ends tells the datamover first (Datamover::Retire), so that an iSER
 // connection revokes the task's STag before its ITT is reused or its buffer handed back.
 TEST_F(CommandTimeoutTest, EveryEndingRetiresTheTaskFromTheDatamover) {

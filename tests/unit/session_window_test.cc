@@ -75,23 +75,17 @@ TEST_F(SessionTest, CommandsWaitForTheDatamoversReceivesWhateverTheWindow) {
   ASSERT_EQ(sent.size(), 1u);
   EXPECT_EQ(sent[0].task, &t[3]->task);
 
-  // An ABORT TASK waits for an answer too: while it does, one command fewer goes.
+  // An ABORT TASK needs a receive for its answer too: with every receive taken by a command,
+  // the commands past command_timeout are not aborted (CommandTimeoutTest has them aborted at a
+  // later tick that finds room).
   fake_.Advance(std::chrono::seconds(11));
   fake_.FireTimer();
-  std::vector<SentPdu> tmfs;
-  for (SentPdu& p : fake_.TakeSent()) {
-    if (p.bhs.opcode() == Opcode::kTaskMgmtRequest) tmfs.push_back(std::move(p));
+  for (const SentPdu& p : fake_.TakeSent()) {
+    EXPECT_NE(p.bhs.opcode(), Opcode::kTaskMgmtRequest) << "an ABORT TASK with every receive taken";
   }
-  ASSERT_EQ(tmfs.size(), 3u) << "one ABORT TASK per command past command_timeout";
   Respond(*t[1]);
   Respond(*t[2]);
   Respond(*t[3]);
-  EXPECT_TRUE(TakeCommands().empty()) << "sent while three aborts await their answers";
-  for (const SentPdu& tmf : tmfs) {
-    Bhs r = fake_.Header(Opcode::kTaskMgmtResponse, tmf.bhs.itt());
-    r.b[2] = 0x01;  // task does not exist: it completed
-    fake_.Deliver(r);
-  }
   sent = TakeCommands();
   ASSERT_EQ(sent.size(), 2u);
   Respond(*t[4]);
