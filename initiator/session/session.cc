@@ -334,12 +334,15 @@ Task* Session::LookupTask(uint32_t itt) const {
 }
 
 void Session::Release(Task* t) {
-  // First, so that no transport access to the task's buffer survives its slot.
-  dm_->Retire(t);
   const uint32_t slot = t->itt & (kSlots - 1);
   slots_[slot] = nullptr;
   slot_abort_[slot] = 0;
   free_slots_.push_back(slot);
+  // Before the caller completes the task or sends it again, so that no transport access to its
+  // buffer survives it. After the slot is emptied: a Retire that fails the connection (an STag
+  // the iSER datamover cannot invalidate) reports OnConnectionError at once, and a FailAll it
+  // leads to must not find, and complete, the task its caller is about to complete.
+  dm_->Retire(t);
 }
 
 void Session::Complete(Task* t) {
