@@ -604,6 +604,11 @@ void ExpectTheCommandEndsAcrossReplays(const FakePortal::Handler& handler,
   EXPECT_NE(second.task.status.message().find(cause), std::string::npos)
       << second.task.status.ToString();
   EXPECT_TRUE(Warned("(loss 2 in a row)"));
+  // The recovery thread gives up just after it failed the command, on its own time: waited for.
+  const auto gave_up_by = SteadyClock::now() + 10s;
+  while (!Warned("gave up waiting for the session") && SteadyClock::now() < gave_up_by) {
+    std::this_thread::sleep_for(10ms);
+  }
   EXPECT_TRUE(Warned("gave up waiting for the session"));
   s.Close().IgnoreError();
   SetLogSink(nullptr, LogLevel::kWarning);
