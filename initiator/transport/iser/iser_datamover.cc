@@ -406,7 +406,7 @@ void IserDatamover::SendCommand(Task* task) {
                                  " bytes exceeds the iSER buffer size"));
     return;
   }
-  pending_.push_back({task, task, task->bhs, {}});
+  pending_.push_back({task, task->bhs, {}});
   // Unsolicited Data-Out (InitialR2T=No) travels in SENDs of at most TargetRecvDataSegmentLength.
   uint32_t offset = task->immediate_bytes;
   const uint32_t end = task->immediate_bytes + task->unsolicited_bytes;
@@ -421,7 +421,7 @@ void IserDatamover::SendCommand(Task* task) {
     out.set_u32(bhs::kTtt, kReservedTag);
     out.set_u32(bhs::kDataSN, data_sn);
     out.set_u32(bhs::kBufferOffset, offset);
-    pending_.push_back({nullptr, task, out, {task->buffer + offset, task->buffer + offset + len}});
+    pending_.push_back({nullptr, out, {task->buffer + offset, task->buffer + offset + len}});
     offset += len;
   }
 }
@@ -431,13 +431,10 @@ void IserDatamover::SendDataOut(Task*, uint32_t, uint32_t, uint32_t) {
 }
 
 void IserDatamover::SendControl(const Bhs& bhs, std::span<const uint8_t> data) {
-  pending_.push_back({nullptr, nullptr, bhs, {data.begin(), data.end()}});
+  pending_.push_back({nullptr, bhs, {data.begin(), data.end()}});
 }
 
 void IserDatamover::Retire(Task* task) {
-  // A command still waiting for a send slot, a data slot or locked memory, and its unsolicited
-  // Data-Out, would read the task's buffer and carry its ITT after the task is over.
-  std::erase_if(pending_, [task](const Pending& p) { return p.owner == task; });
   // A SCSI Response revoked the task's STag already (HandleReceive); any other ending revokes it
   // here, copying nothing: no response said that data arrived.
   if (memory_.Exposed(task->itt) == nullptr) return;

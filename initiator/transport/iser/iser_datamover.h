@@ -67,7 +67,6 @@ class IserDatamover final : public Datamover, private IoLoopEvents {
  private:
   struct Pending {  // waits for a send slot or a data slot
     Task* task;     // a command, or nullptr for a control PDU
-    Task* owner;    // the task the PDU belongs to (a command, or its unsolicited Data-Out)
     Bhs bhs;
     std::vector<uint8_t> data;
   };
