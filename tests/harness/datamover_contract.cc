@@ -247,8 +247,8 @@ std::vector<PeerPdu> DatamoverContract::ReceiveUntil(uint32_t sentinel_itt) {
     PeerPdu p;
     if (!peer_->Receive(&p)) {
       ADD_FAILURE() << "the NOP-Out " << Hex(sentinel_itt) << " queued last never arrived ("
-                    << pdus.size() << " PDUs before; connection errors: " << events_.errors()
-                    << " " << events_.first_error() << ")";
+                    << pdus.size() << " PDUs before; connection errors: " << events_.errors() << " "
+                    << events_.first_error() << ")";
       return pdus;
     }
     if (p.bhs.opcode() == Opcode::kNopOut && p.bhs.itt() == sentinel_itt) return pdus;
