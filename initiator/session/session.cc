@@ -16,7 +16,6 @@ namespace iser {
 namespace {
 
 constexpr uint8_t kTaskAttrSimple = 1;
-constexpr uint8_t kAbortTaskFunction = 1;  // the TMF function code, as in task_management.cc
 
 const char* RejectReasonName(uint8_t reason) {
   switch (reason) {
@@ -273,8 +272,10 @@ void Session::SendTask(Task* t) {
   } while (itt == kReservedTag);
   slots_[slot] = t;
   slot_abort_[slot] = 0;
-  if (options_.command_timeout.count() > 0) slot_sent_at_[slot] = dm_->Now();
-  slot_first_sent_[slot] = dm_->Now();
+  // The first send's time matters only to command_timeout (CollectForReplay's expiry too).
+  if (options_.command_timeout.count() > 0) {
+    slot_sent_at_[slot] = slot_first_sent_[slot] = dm_->Now();
+  }
   slot_replays_[slot] = 0;
   if (!replay_lives_.empty()) {
     // A replayed command keeps its age and its count of replays (CollectForReplay).
@@ -585,7 +586,7 @@ void Session::HandleR2T(const Bhs& bhs) {
   // reach the target as data for a command it no longer has (tgtd drops the connection for
   // it). Tasks covered by a LOGICAL UNIT RESET still get their Data-Out: RFC 7143 (4.2.3.3) has
   // the target wait for the answers to the R2Ts it issued before it completes the reset.
-  if (slot_abort_[t->itt & (kSlots - 1)] == kAbortTaskFunction) {
+  if (BeingAborted(t)) {
     Log(LogLevel::kDebug, Describe() + ": R2T for ITT " + HexTag(t->itt) +
                               " while it is being aborted; not answered");
     return;

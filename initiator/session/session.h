@@ -169,6 +169,8 @@ class Session final : private DatamoverEvents {
   // Sends a LOGICAL UNIT RESET unless one to the LUN is outstanding; the LUN's tasks in flight
   // are the ones it covers, and the LUN's other commands wait until it is answered.
   void StartLunReset(uint64_t lun);
+  // An ABORT TASK for this sent task is outstanding.
+  bool BeingAborted(const Task* task) const;
   // A LOGICAL UNIT RESET to this LUN is outstanding, or waits for room to be sent.
   bool LunBeingReset(uint64_t lun) const;
   // Another task management request fits in the datamover's receives (Dispatch's gate).

@@ -51,6 +51,10 @@ void Session::SendTaskManagement(uint8_t function, uint64_t lun, Task* reference
   dm_->SendControl(b, {});
 }
 
+bool Session::BeingAborted(const Task* task) const {
+  return slot_abort_[task->itt & (kSlots - 1)] == kAbortTask;
+}
+
 bool Session::LunBeingReset(uint64_t lun) const {
   return std::any_of(tmfs_.begin(), tmfs_.end(),
                      [&](const TaskManagement& m) {

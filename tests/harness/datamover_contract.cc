@@ -286,6 +286,9 @@ TEST_P(DatamoverContract, RetireEndsAccessToTheBufferBeforeItReturns) {
     dm_->SendCommand(w);
     if (peer_->carries_data_out()) dm_->SendDataOut(d, 7, 0, 32 * 1024);
   });
+  // Time for an io_uring datamover to see its first send fall short and post the rest, which
+  // then waits for room in the socket: Retire has to end a send in flight.
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
   OnIoThread([&] {
     dm_->Retire(w);
     dm_->Retire(d);

@@ -312,7 +312,7 @@ void TcpFramedDatamover::SendControl(const Bhs& bhs, std::span<const uint8_t> da
 }
 
 void TcpFramedDatamover::Retire(Task* task) {
-  // Rare (an abort, a reject, a response that came before all Data-Out): a scan will do.
+  // Called on every completion: the queue and the unwritten batch are short or empty by then.
   size_t kept = 0;
   for (size_t i = 0; i < out_count_; ++i) {
     const Output& out = outputs_[(out_head_ + i) % outputs_.size()];
@@ -322,28 +322,35 @@ void TcpFramedDatamover::Retire(Task* task) {
   }
   out_count_ = kept;
   for (size_t i = iov_pos_; i < iov_count_; ++i) {
-    if (i % 3 != 1 || frames_[i / 3].task != task || iov_[i].iov_len == 0) continue;
+    if (!UnwrittenDataOf(i, task)) continue;
     auto copy = std::make_unique_for_overwrite<uint8_t[]>(iov_[i].iov_len);
     std::memcpy(copy.get(), iov_[i].iov_base, iov_[i].iov_len);
     iov_[i].iov_base = copy.get();
     retired_bytes_.push_back(std::move(copy));
   }
-  if (rx_ == Rx::kData && rx_bhs_.opcode() == Opcode::kDataIn && rx_bhs_.itt() == task->itt &&
-      rx_dst_ != rx_retired_.get()) {
+  if (ReceivingDataInto(task)) {
     rx_retired_ = std::make_unique_for_overwrite<uint8_t[]>(rx_len_);
     std::memcpy(rx_retired_.get(), rx_dst_, rx_done_);
     rx_dst_ = rx_retired_.get();
   }
 }
 
+bool TcpFramedDatamover::UnwrittenDataOf(size_t i, const Task* task) const {
+  return i % 3 == 1 && frames_[i / 3].task == task && iov_[i].iov_len > 0;
+}
+
+bool TcpFramedDatamover::ReceivingDataInto(const Task* task) const {
+  return rx_ == Rx::kData && rx_bhs_.opcode() == Opcode::kDataIn && rx_bhs_.itt() == task->itt &&
+         rx_dst_ != rx_retired_.get();
+}
+
 bool TcpFramedDatamover::ReceiveReaches(const Task* task) const {
-  return planned_direct_ > 0 && rx_ == Rx::kData && rx_bhs_.opcode() == Opcode::kDataIn &&
-         rx_bhs_.itt() == task->itt && rx_dst_ != rx_retired_.get();
+  return planned_direct_ > 0 && ReceivingDataInto(task);
 }
 
 bool TcpFramedDatamover::BatchReaches(const Task* task) const {
   for (size_t i = iov_pos_; i < iov_count_; ++i) {
-    if (i % 3 == 1 && frames_[i / 3].task == task && iov_[i].iov_len > 0) return true;
+    if (UnwrittenDataOf(i, task)) return true;
   }
   return false;
 }

@@ -131,6 +131,10 @@ class TcpFramedDatamover : public Datamover {
   bool ReceiveData();  // data segment + trailer; false if more bytes are needed
   void BuildBatch();
   void AddPdu(const Bhs& bhs, const uint8_t* data, uint32_t len, const Task* task);
+  // Whether iovec i of the batch is a data segment of the task not yet written whole.
+  bool UnwrittenDataOf(size_t i, const Task* task) const;
+  // Whether the Data-In segment being received is the task's and still lands in its buffer.
+  bool ReceivingDataInto(const Task* task) const;
   Control* TakeControl();
   void PushOutput(const Output& out);
 

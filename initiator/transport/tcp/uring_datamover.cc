@@ -171,32 +171,53 @@ void UringDatamover::ReportFailure(const Status& status) {
 
 void UringDatamover::Retire(Task* task) {
   if (sending_ && BatchReaches(task)) {
-    // The send may be over: its completion waits in the queue, or among those copied out.
+    // The send may be over, its completion waiting in the queue; if not, a send waiting for
+    // room in the socket (the kernel polls before it retries) is cancelled. Either way it ends
+    // here, with the bytes it wrote, and what it did not write is the framing's to copy.
     io_uring_submit_and_get_events(&ring_);
     TakeCompletions();
-    int send_error = 0;
-    for (size_t i = completion_next_; i < completion_count_; ++i) {
-      if (completions_[i].request != kSend) continue;
-      completions_[i].request = kHandled;
-      const int result = completions_[i].result;
-      if (result >= 0) {
-        Sent(static_cast<size_t>(result));
-      } else if (result != -EINTR && result != -EAGAIN) {
-        send_error = -result;
-      }
+    int cancel_result = 1;  // not yet known
+    if (sending_) {
+      io_uring_sqe* sqe = NextSqe();
+      io_uring_prep_cancel64(sqe, kSend, 0);
+      io_uring_sqe_set_data64(sqe, kCancelSend);
     }
-    // The kernel reads the task's buffer as long as the send lasts, which a peer that does not
-    // read makes forever: the connection ends here instead, and the loop reports it once the
-    // handler that called Retire has returned (the session is inside it).
+    int send_error = 0;
+    size_t next = completion_next_;
+    for (;;) {
+      for (; next < completion_count_; ++next) {
+        Completion& c = completions_[next];
+        if (c.request == kCancelSend) {
+          c.request = kHandled;
+          cancel_result = c.result;
+        } else if (c.request == kSend) {
+          c.request = kHandled;
+          if (c.result >= 0) {
+            Sent(static_cast<size_t>(c.result));
+          } else if (c.result != -ECANCELED && c.result != -EINTR && c.result != -EAGAIN) {
+            send_error = -c.result;
+          }
+        }
+      }
+      // A send the kernel is running in a worker thread cannot be cancelled (EALREADY), and a
+      // peer that does not read makes it last for ever.
+      if (!sending_ || cancel_result == -EALREADY || completion_count_ == kMaxCompletions) break;
+      const int rc = io_uring_submit_and_wait(&ring_, 1);
+      if (rc < 0 && rc != -EINTR && rc != -EAGAIN && rc != -EBUSY && rc != -ETIME) break;
+      TakeCompletions();
+    }
     if (sending_ || send_error != 0) {
+      // The loop reports the failure once the handler that called Retire has returned (the
+      // session is inside it).
       StopConnection();
       failure_unreported_ = true;
       unreported_failure_ =
           send_error != 0
               ? Status::ConnectionFailed(CallFailed("send failed", send_error))
               : Status::ConnectionFailed(
-                    "a task ended while a send of its data was in flight: the connection is "
-                    "closed so that the target gets no more of its buffer");
+                    "a task ended while a send of its data was in flight and could not be "
+                    "cancelled: the connection is closed so that the target gets no more of its "
+                    "buffer");
     }
   }
   // A receive straight into the task's buffer (the rest of one of its Data-In segments), in

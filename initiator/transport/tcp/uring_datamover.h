@@ -98,7 +98,14 @@ class UringDatamover final : public TcpFramedDatamover {
   // A receive behind a coalescing timeout is told apart: should the timeout be refused, the
   // receive ends with it, and its completion (-ECANCELED) comes or not depending on the kernel
   // (none since 5.17: a link whose skipped-on-success member fails posts nothing for the rest).
-  enum Request : uint64_t { kReceive = 1, kLinkedReceive, kSend, kWakeRead, kCoalescingTimeout };
+  enum Request : uint64_t {
+    kReceive = 1,
+    kLinkedReceive,
+    kSend,
+    kWakeRead,
+    kCoalescingTimeout,
+    kCancelSend
+  };
 
   // A completion copied out of the completion queue; kHandled once taken out of turn.
   struct Completion {
