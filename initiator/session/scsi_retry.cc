@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <span>
 
-
 namespace iser {
 
 namespace {

@@ -63,6 +63,7 @@ Session::Session(const SessionOptions& options)
       slots_(kSlots, nullptr),
       slot_generation_(kSlots, 0),
       slot_sent_at_(kSlots),
+      slot_posted_(kSlots, 0),
       slot_first_sent_(kSlots),
       slot_replays_(kSlots, 0),
       slot_abort_(kSlots, 0) {
@@ -243,10 +244,13 @@ void Session::Dispatch() {
   Task* held_after = nullptr;  // the last task left in the queue
   Task** link = &pending_head_;
   // As many commands as the target's window and the datamover's receives allow, counting the
-  // task management requests that also wait for an answer.
+  // task management requests that also wait for an answer, less one receive kept for task
+  // management: commands holding them all would keep the abort or the LUN reset of a stalled
+  // command from ever leaving (RoomForTaskManagement).
   const uint32_t most = dm_->MaxOutstandingCommands();
+  const uint32_t for_commands = most > 1 ? most - 1 : most;
   while (*link && !free_slots_.empty() && window_.Open() &&
-         CommandsAwaitingResponse() + tmfs_.size() < most) {
+         CommandsAwaitingResponse() + tmfs_.size() < for_commands) {
     Task* t = *link;
     if ((!tmfs_.empty() || !resets_waiting_.empty()) && LunBeingReset(t->lun)) {
       held_after = t;
@@ -272,6 +276,7 @@ void Session::SendTask(Task* t) {
   } while (itt == kReservedTag);
   slots_[slot] = t;
   slot_abort_[slot] = 0;
+  slot_posted_[slot] = !dm_->PostsCommandsLater();
   // The first send's time matters only to command_timeout (CollectForReplay's expiry too).
   if (options_.command_timeout.count() > 0) {
     slot_sent_at_[slot] = slot_first_sent_[slot] = dm_->Now();
@@ -339,10 +344,12 @@ void Session::Release(Task* t) {
   slots_[slot] = nullptr;
   slot_abort_[slot] = 0;
   free_slots_.push_back(slot);
+  if (!r2ts_unanswered_.empty()) {
+    std::erase_if(r2ts_unanswered_, [t](const HeldR2T& r) { return r.itt == t->itt; });
+  }
   // Before the caller completes the task or sends it again, so that no transport access to its
-  // buffer survives it. After the slot is emptied: a Retire that fails the connection (an STag
-  // the iSER datamover cannot invalidate) reports OnConnectionError at once, and a FailAll it
-  // leads to must not find, and complete, the task its caller is about to complete.
+  // buffer survives it. A Retire that fails the connection reports it only once the handler
+  // running now has returned (datamover.h).
   dm_->Retire(t);
 }
 
@@ -589,6 +596,9 @@ void Session::HandleR2T(const Bhs& bhs) {
   if (BeingAborted(t)) {
     Log(LogLevel::kDebug, Describe() + ": R2T for ITT " + HexTag(t->itt) +
                               " while it is being aborted; not answered");
+    // Answered after all if the abort gives way to a LUN reset (StartLunReset).
+    r2ts_unanswered_.push_back(
+        {t->itt, bhs.u32(bhs::kTtt), static_cast<uint32_t>(offset), static_cast<uint32_t>(len)});
     return;
   }
   dm_->SendDataOut(t, bhs.u32(bhs::kTtt), static_cast<uint32_t>(offset),
@@ -720,6 +730,31 @@ void Session::SendLogout() {
   logout.set_u32(bhs::kCmdSN, window_.next());
   logout.set_u32(bhs::kExpStatSN, exp_statsn_);
   dm_->SendControl(logout, {});
+  // A logout the target asked for waits for its answer from when it leaves, whoever sent it
+  // (Dispatch, once the commands drained, may do so just before the target's deadline).
+  if (logout_deadline_set_) logout_deadline_ = dm_->Now() + options_.logout_timeout;
+}
+
+void Session::OnControlPosted(const Bhs& bhs) {
+  // A NOP-Out or a task management request waits for its answer from when it left, not from
+  // when it was queued behind commands (iSER: commands waiting for a data slot or memory).
+  if (bhs.opcode() == Opcode::kNopOut && nop_outstanding_ && bhs.itt() == control_itt_) {
+    nop_sent_ = dm_->Now();
+  } else if (bhs.opcode() == Opcode::kTaskMgmtRequest) {
+    for (TaskManagement& m : tmfs_) {
+      if (m.itt == bhs.itt()) m.sent_at = dm_->Now();
+    }
+  } else if (bhs.opcode() == Opcode::kLogoutRequest && logout_deadline_set_) {
+    logout_deadline_ = dm_->Now() + options_.logout_timeout;
+  }
+}
+
+void Session::OnCommandPosted(Task* task) {
+  const uint32_t slot = task->itt & (kSlots - 1);
+  if (slots_[slot] != task) return;
+  slot_posted_[slot] = 1;
+  // Its command_timeout counts from here: the wait for a data slot was ours, not the target's.
+  if (options_.command_timeout.count() > 0) slot_sent_at_[slot] = dm_->Now();
 }
 
 void Session::OnTimer() {
@@ -735,7 +770,6 @@ void Session::OnTimer() {
                                 std::to_string(CommandsAwaitingResponse()) +
                                 " commands unanswered; they will be sent again");
     SendLogout();
-    logout_deadline_ = now + options_.logout_timeout;
   }
   // No task management follows a Logout Request on its connection.
   if (options_.command_timeout.count() > 0 && !logout_sent_) {
@@ -763,6 +797,7 @@ void Session::FailAll(const Status& status) {
   }
   tmfs_.clear();
   resets_waiting_.clear();
+  r2ts_unanswered_.clear();
   replay_lives_.clear();
   Task* lists[3] = {nullptr, pending_head_, nullptr};
   // Delayed retries were sent before anything still pending.

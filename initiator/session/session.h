@@ -121,6 +121,8 @@ class Session final : private DatamoverEvents {
   // DatamoverEvents (I/O thread).
   void OnWake() override;
   void OnTimer() override;
+  void OnControlPosted(const Bhs& bhs) override;
+  void OnCommandPosted(Task* task) override;
   Status PlaceDataIn(const Bhs& bhs, uint8_t** destination) override;
   void OnPdu(const Bhs& bhs, std::span<const uint8_t> data) override;
   void OnConnectionError(const Status& status) override;
@@ -245,6 +247,9 @@ class Session final : private DatamoverEvents {
   std::vector<Task*> slots_;
   std::vector<uint32_t> slot_generation_;
   std::vector<Clock::time_point> slot_sent_at_;
+  // Whether the slot's command has left for the target (PostsCommandsLater): one still held by
+  // the datamover is unknown to the target, so it is neither timed out, aborted nor reset.
+  std::vector<uint8_t> slot_posted_;
   // A command's life across replays and reconnects: when it was first sent, and how often a lost
   // connection that completed nothing made it start over. Sending it again after an abort or a
   // SCSI retry, on a live connection, starts both afresh.
@@ -268,7 +273,15 @@ class Session final : private DatamoverEvents {
   };
   std::vector<TaskManagement> tmfs_;
   std::vector<uint64_t> resets_waiting_;  // LUN resets decided, waiting for a receive
-  std::vector<uint32_t> late_tmf_itts_;   // ForgetTaskManagement's, oldest first, bounded
+  // R2Ts of tasks being aborted, left unanswered: a LUN reset that follows answers them.
+  struct HeldR2T {
+    uint32_t itt;
+    uint32_t ttt;
+    uint32_t offset;
+    uint32_t length;
+  };
+  std::vector<HeldR2T> r2ts_unanswered_;
+  std::vector<uint32_t> late_tmf_itts_;  // ForgetTaskManagement's, oldest first, bounded
   uint32_t control_itt_ = 0;
   Clock::time_point connected_at_;
   Clock::time_point last_receive_;

@@ -78,8 +78,18 @@ void Session::StartLunReset(uint64_t lun) {
   }
   SendTaskManagement(kLogicalUnitReset, lun, nullptr);
   for (uint32_t s = 1; s < kSlots; ++s) {
-    if (slots_[s] && slots_[s]->lun == lun) slot_abort_[s] = kLogicalUnitReset;
+    // A command still held by the datamover reaches the target after the reset, as a new one.
+    if (slots_[s] && slots_[s]->lun == lun && slot_posted_[s]) slot_abort_[s] = kLogicalUnitReset;
   }
+  // The target completes the reset once the R2Ts it issued are answered (RFC 7143 4.2.3.3),
+  // those left unanswered while their tasks were being aborted included.
+  std::erase_if(r2ts_unanswered_, [&](const HeldR2T& r) {
+    Task* t = LookupTask(r.itt);
+    if (t == nullptr) return true;
+    if (t->lun != lun) return false;
+    dm_->SendDataOut(t, r.ttt, r.offset, r.length);
+    return true;
+  });
 }
 
 void Session::ForgetTaskManagement(uint32_t itt) {
@@ -117,7 +127,10 @@ void Session::CheckCommandTimeouts(Clock::time_point now) {
   for (uint64_t lun : reset_luns) StartLunReset(lun);
   for (uint32_t s = 1; s < kSlots; ++s) {
     Task* t = slots_[s];
-    if (t == nullptr || slot_abort_[s] != 0 || now - slot_sent_at_[s] <= timeout) continue;
+    if (t == nullptr || slot_abort_[s] != 0 || !slot_posted_[s] ||
+        now - slot_sent_at_[s] <= timeout) {
+      continue;
+    }
     // A reset waiting for room will cover it.
     if (!resets_waiting_.empty() && LunBeingReset(t->lun)) continue;
     // The other aborts wait for room like commands do; the next tick tries again.

@@ -63,6 +63,10 @@ struct Task {
   uint8_t retries = 0;             // SCSI-level retries so far (BUSY, UNIT ATTENTION, ...)
   uint8_t aborts = 0;              // times aborted after command_timeout and sent again
   Task* next = nullptr;            // intrusive queue link
+
+  // Datamover state; neither the session nor the submitter touches it. How many of the task's
+  // PDUs the datamover holds unsent, so that ending a task it holds none of costs no search.
+  uint32_t pdus_held = 0;
 };
 
 // The bytes the command moved by the target's account: the Expected Data Transfer Length less an

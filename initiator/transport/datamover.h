@@ -73,6 +73,12 @@ class DatamoverEvents {
   // How many commands are waiting for their final responses: a datamover may wait a little
   // before reading when many are (receive_coalescing.h).
   virtual uint32_t CommandsAwaitingResponse() const { return 0; }
+  // A control PDU queued by SendControl was posted to the connection just now: the wait for its
+  // answer starts here, not when it was queued. A transport that posts at once need not call it.
+  virtual void OnControlPosted(const Bhs& bhs) { (void)bhs; }
+  // A command SendCommand held back (PostsCommandsLater) was posted to the connection just now:
+  // from here on PDUs sent after it reach the target after it.
+  virtual void OnCommandPosted(Task* task) { (void)task; }
 };
 
 class Datamover {
@@ -98,6 +104,10 @@ class Datamover {
   // for what the target sends unasked (iSER: a SEND that finds no receive waits out an RNR
   // timer on IB and RoCE, and ends the connection on iWARP). Valid after Connect.
   virtual uint32_t MaxOutstandingCommands() const { return UINT32_MAX; }
+  // Whether SendCommand may hold a command back (iSER: waiting for a data slot or locked memory)
+  // while control PDUs sent later pass it; such a transport calls OnCommandPosted when it
+  // leaves. Until then the target knows nothing of it: it is neither aborted nor reset.
+  virtual bool PostsCommandsLater() const { return false; }
   // How this connection moves data, for `session -P` and logs: "epoll", or the RDMA device,
   // how STags are made and the receives posted.
   virtual std::string Mechanism() const { return ""; }
@@ -123,7 +133,10 @@ class Datamover {
   // or LUN reset the target answered, a timeout, or before it is sent again. Whatever the
   // transport let the target reach for it ends now (iSER: its STag is revoked), before its ITT
   // is reused or its buffer handed back. Called on the I/O thread (or once that thread has
-  // stopped); a task the transport already retired, or never exposed, is no error.
+  // stopped); a task the transport already retired, or never exposed, is no error. Retire may
+  // end the connection, but never calls OnConnectionError itself: that comes once the handler
+  // that called Retire has returned (the session ends tasks in loops that must not be
+  // interrupted by a FailAll).
   virtual void Retire(Task* task) { (void)task; }
   // Fails the connection from the I/O thread (e.g. a keepalive timeout): closes it and reports
   // OnConnectionError with this status.

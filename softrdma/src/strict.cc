@@ -9,6 +9,7 @@
 #include <atomic>
 #include <cerrno>
 #include <cstdint>
+#include <cstdio>
 #include <cstring>
 #include <vector>
 
@@ -19,9 +20,25 @@ namespace {
 
 std::atomic<uint64_t> locked_bytes{0};
 
+// Whether this process runs in the initial user namespace, whose uid_map is the identity over
+// every uid; a namespace made by `unshare -r` or a rootless container maps fewer.
+bool in_initial_user_namespace() {
+  FILE* f = fopen("/proc/self/uid_map", "r");
+  if (f == nullptr) return true;  // no user namespaces in this kernel
+  unsigned long inside = 0, outside = 0, count = 0;
+  const int n = fscanf(f, "%lu %lu %lu", &inside, &outside, &count);
+  const bool more = n == 3 && fscanf(f, "%lu", &inside) == 1;
+  fclose(f);
+  return n == 3 && !more && inside == 0 && outside == 0 && count == 4294967295ul;
+}
+
 // The kernel's capable(CAP_IPC_LOCK): the calling thread's effective set (capabilities are per
-// thread, and ibv_reg_mr's system call runs on the registering one).
+// thread, and ibv_reg_mr's system call runs on the registering one), counted only in the initial
+// user namespace: capable() asks about that namespace, so a capability held in a user namespace
+// of one's own (`unshare -r`) lifts no limit.
 bool has_ipc_lock() {
+  static const bool initial = in_initial_user_namespace();
+  if (!initial) return false;
   __user_cap_header_struct header{_LINUX_CAPABILITY_VERSION_3, 0};
   __user_cap_data_struct data[_LINUX_CAPABILITY_U32S_3]{};
   if (syscall(SYS_capget, &header, data) != 0) return false;

@@ -5,7 +5,9 @@
 //   - registered memory is locked memory, counted as the kernel counts it (ib_umem_get): every
 //     page a registration spans counts, always; a registration that would take the count past
 //     RLIMIT_MEMLOCK fails with ENOMEM unless the registering thread has CAP_IPC_LOCK in its
-//     effective set (root has it, unless dropped), or SOFTRDMA_IGNORE_MEMLOCK=1 is set.
+//     effective set in the initial user namespace (root has it, unless dropped; the one a user
+//     namespace grants, as `unshare -r` does, does not count, as for the kernel), or
+//     SOFTRDMA_IGNORE_MEMLOCK=1 is set.
 #pragma once
 
 #include <infiniband/verbs.h>

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <utility>
 
 #include "initiator/base/log.h"
 #include "initiator/task/task.h"
@@ -198,6 +199,7 @@ Status IserDatamover::CauseOf(Status symptom) {
 }
 
 void IserDatamover::OnRoundEnd() {
+  ReportDeferredFailure();
   if (!failed_) SendQueued();
 }
 
@@ -385,17 +387,33 @@ bool IserDatamover::TrySend(Task* task, const Bhs& bhs, std::span<const uint8_t>
 }
 
 void IserDatamover::SendQueued() {
-  while (!pending_.empty() && !failed_) {
-    Pending& next = pending_.front();
-    std::span<const uint8_t> data = next.data;
-    if (next.task != nullptr && next.task->immediate_bytes > 0) {
-      data = {next.task->buffer, next.task->immediate_bytes};
+  bool commands_wait = false;
+  for (auto next = pending_.begin(); next != pending_.end() && !failed_;) {
+    if (next->task != nullptr && commands_wait) {
+      ++next;
+      continue;
     }
-    if (!TrySend(next.task, next.bhs, data)) break;
+    if (res_.FreeSendSlot() < 0) break;
+    std::span<const uint8_t> data = next->data;
+    Task* exposed = next->data_out ? nullptr : next->task;
+    if (exposed != nullptr && exposed->immediate_bytes > 0) {
+      data = {exposed->buffer, exposed->immediate_bytes};
+    }
+    if (!TrySend(exposed, next->bhs, data)) {  // a send slot was free: no data slot or memory
+      commands_wait = true;
+      ++next;
+      continue;
+    }
     // TrySend may have failed the connection (a command it could not expose), which dropped
     // every pending PDU, `next` included.
     if (failed_) break;
-    pending_.pop_front();
+    if (exposed != nullptr) {
+      events_->OnCommandPosted(exposed);
+    } else if (next->task == nullptr) {
+      events_->OnControlPosted(next->bhs);
+    }
+    if (next->task != nullptr) --next->task->pdus_held;
+    next = pending_.erase(next);
   }
   if (Status st = res_.FlushSends(); !st.ok()) Fail(st);
 }
@@ -406,7 +424,8 @@ void IserDatamover::SendCommand(Task* task) {
                                  " bytes exceeds the iSER buffer size"));
     return;
   }
-  pending_.push_back({task, task->bhs, {}});
+  pending_.push_back({task, false, task->bhs, {}});
+  ++task->pdus_held;
   // Unsolicited Data-Out (InitialR2T=No) travels in SENDs of at most TargetRecvDataSegmentLength.
   uint32_t offset = task->immediate_bytes;
   const uint32_t end = task->immediate_bytes + task->unsolicited_bytes;
@@ -421,7 +440,8 @@ void IserDatamover::SendCommand(Task* task) {
     out.set_u32(bhs::kTtt, kReservedTag);
     out.set_u32(bhs::kDataSN, data_sn);
     out.set_u32(bhs::kBufferOffset, offset);
-    pending_.push_back({nullptr, out, {task->buffer + offset, task->buffer + offset + len}});
+    pending_.push_back({task, true, out, {task->buffer + offset, task->buffer + offset + len}});
+    ++task->pdus_held;
     offset += len;
   }
 }
@@ -431,26 +451,53 @@ void IserDatamover::SendDataOut(Task*, uint32_t, uint32_t, uint32_t) {
 }
 
 void IserDatamover::SendControl(const Bhs& bhs, std::span<const uint8_t> data) {
-  pending_.push_back({nullptr, bhs, {data.begin(), data.end()}});
+  pending_.push_back({nullptr, false, bhs, {data.begin(), data.end()}});
 }
 
 void IserDatamover::Retire(Task* task) {
+  // What still waits for a slot or memory would read the task's buffer, and carry its ITT, after
+  // the task is over. Only an ending out of turn (an abort, a reject, a failed login's replay)
+  // leaves any: a task answered normally was sent whole.
+  if (task->pdus_held > 0) {
+    std::erase_if(pending_, [task](const Pending& p) { return p.task == task; });
+    task->pdus_held = 0;
+  }
   // A SCSI Response revoked the task's STag already (HandleReceive); any other ending revokes it
   // here, copying nothing: no response said that data arrived.
   if (memory_.Exposed(task->itt) == nullptr) return;
-  if (Status st = memory_.Revoke(task->itt, 0, failed_ ? nullptr : res_.qp()); !st.ok()) Fail(st);
+  if (Status st = memory_.Revoke(task->itt, 0, failed_ ? nullptr : res_.qp()); !st.ok()) {
+    // The session is inside a handler that ends tasks (a LUN reset's answer ends several in a
+    // row): it hears of the failure once that handler has returned, at the round's end.
+    if (!failed_) unreported_failure_ = st;
+    StopConnection();
+  }
 }
 
 void IserDatamover::Fail(Status status) {
   if (failed_) return;
+  StopConnection();
+  if (events_ != nullptr)
+    events_->OnConnectionError(status.WithContext("connection " + Describe()));
+}
+
+void IserDatamover::ReportDeferredFailure() {
+  if (unreported_failure_.ok()) return;
+  const Status status = std::exchange(unreported_failure_, Status::OK());
+  if (events_ != nullptr)
+    events_->OnConnectionError(status.WithContext("connection " + Describe()));
+}
+
+void IserDatamover::StopConnection() {
+  if (failed_) return;
   failed_ = true;
+  for (const Pending& p : pending_) {
+    if (p.task != nullptr) p.task->pdus_held = 0;
+  }
   pending_.clear();
   res_.Disconnect();
   // The queue pair is in the error state now: nothing reaches the callers' buffers any more, and
   // they get them back when their tasks fail.
   memory_.RevokeAll();
-  if (events_ != nullptr)
-    events_->OnConnectionError(status.WithContext("connection " + Describe()));
 }
 
 void IserDatamover::Shutdown() {

@@ -54,6 +54,8 @@ class IserDatamover final : public Datamover, private IoLoopEvents {
   }
   std::string Mechanism() const override;
   DataInAccounting data_in_accounting() const override { return DataInAccounting::kTargetPlaced; }
+  // Commands wait for a data slot or locked memory, and control PDUs pass them (SendQueued).
+  bool PostsCommandsLater() const override { return true; }
   Status Start(DatamoverEvents* events) override;
   void Wake() override { loop_.Wake(); }
   bool OnIoThread() const override { return loop_.OnIoThread(); }
@@ -65,8 +67,11 @@ class IserDatamover final : public Datamover, private IoLoopEvents {
   void Shutdown() override;
 
  private:
-  struct Pending {  // waits for a send slot or a data slot
-    Task* task;     // a command, or nullptr for a control PDU
+  // A PDU waiting for a send slot, or a command waiting for a data slot or locked memory.
+  struct Pending {
+    Task* task;  // the command, or the command whose unsolicited Data-Out this is; nullptr for
+                 // a control PDU
+    bool data_out;
     Bhs bhs;
     std::vector<uint8_t> data;
   };
@@ -101,8 +106,17 @@ class IserDatamover final : public Datamover, private IoLoopEvents {
   // one is pending for this connection (the async fd is read first), else the symptom.
   Status CauseOf(Status symptom);
   bool TrySend(Task* task, const Bhs& bhs, std::span<const uint8_t> data);
+  // Sends what pending_ holds while send slots last. Commands and their Data-Out keep their
+  // order among themselves; a control PDU (NOP-Out, task management, Text, Logout) passes the
+  // commands that wait for a data slot or locked memory, so a keepalive or an abort is never
+  // held behind the data it is about.
   void SendQueued();
+  // Ends the connection and reports it to the session now.
   void Fail(Status status);
+  // Ends the connection: the queue pair in the error state, every STag revoked, nothing queued.
+  void StopConnection();
+  // What Retire could not report at once (OnRoundEnd reports it).
+  void ReportDeferredFailure();
 
   std::string peer_;
   // Destroyed in reverse: the loop (and its thread) first, the resources last.
@@ -113,6 +127,7 @@ class IserDatamover final : public Datamover, private IoLoopEvents {
   DatamoverEvents* events_ = nullptr;
   IoLoop loop_{"iser-io", std::chrono::seconds(1)};  // the name shows in top -H and bench
   bool failed_ = false;
+  Status unreported_failure_;  // OK unless Retire failed the connection
   bool async_registered_ = false;
   Mutex async_mu_;
   Status async_failure_ ISER_GUARDED_BY(async_mu_);

@@ -7,6 +7,7 @@
 #include <atomic>
 #include <cerrno>
 #include <chrono>
+#include <cstdint>
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
@@ -21,9 +22,22 @@ namespace iser {
 
 namespace {
 
+// Whether this process runs in the initial user namespace, whose uid_map is the identity over
+// every uid; one made by `unshare -r` or a rootless container maps fewer.
+bool InInitialUserNamespace() {
+  std::ifstream map("/proc/self/uid_map");
+  if (!map) return true;  // a kernel without user namespaces
+  uint64_t inside = 0, outside = 0, count = 0, more = 0;
+  if (!(map >> inside >> outside >> count)) return false;
+  return !(map >> more) && inside == 0 && outside == 0 && count == 4294967295u;
+}
+
 // CAP_IPC_LOCK lifts RLIMIT_MEMLOCK for registrations; read from the effective set of
-// /proc/self/status (root usually has it, but not in every container).
+// /proc/self/status (root usually has it, but not in every container). The kernel asks about
+// the initial user namespace (capable()), so the capability a namespace of one's own grants
+// (`unshare -r`, rootless containers) lifts nothing, and the limit stays.
 bool HasIpcLock() {
+  if (!InInitialUserNamespace()) return false;
   std::ifstream status("/proc/self/status");
   std::string line;
   while (std::getline(status, line)) {
@@ -341,6 +355,10 @@ bool IserMemory::Expose(Task* task, uint32_t sent, uint32_t* stag, uint64_t* va,
   const unsigned access = target_writes ? IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_LOCAL_WRITE
                                         : IBV_ACCESS_REMOTE_READ;  // REMOTE_WRITE needs LOCAL
   if (direct_ && task->transfer_length >= kDirectBytes) {
+    // The caller's buffer may hold anything (FUSE reuses one per thread for every file of every
+    // target), and a target may answer GOOD without writing all it claims: zeroed first, what
+    // it did not place reads as zeroes, never another command's bytes.
+    if (target_writes) std::memset(task->buffer + sent, 0, length);
     e.io_mr = ibv_reg_mr(pd_, task->buffer + sent, length, static_cast<int>(access));
     if (e.io_mr != nullptr) {
       waiting_for_locked_ = false;
@@ -433,9 +451,8 @@ Status IserMemory::Revoke(Exposure* e, uint32_t data_in, ibv_qp* qp) {
   if (e->slot != nullptr && data_in > 0) std::memcpy(e->task->buffer, e->slot->addr, data_in);
   if (e->slot == nullptr && e->io_mr != nullptr && e->task->direction == DataDirection::kRead &&
       data_in < e->task->transfer_length) {
-    // A caller's buffer registered for a READ is not zeroed before (a memset of every large read
-    // cost 16% of 512 KiB read throughput): what the target says it did not write is zeroed
-    // after, so it never reads as what the buffer held.
+    // What the target says it did not write is zeroed again: it may have written there anyway,
+    // and the caller is promised no byte past the residual.
     std::memset(e->task->buffer + data_in, 0, e->task->transfer_length - data_in);
   }
   if (e->io_mr != nullptr) ibv_dereg_mr(e->io_mr);

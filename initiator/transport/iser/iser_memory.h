@@ -6,9 +6,10 @@
 // Contract: each command's STag exposes exactly that command's bytes, for the one direction it
 // needs (REMOTE_WRITE for reads, REMOTE_READ for writes), until Revoke; a target that uses a
 // stale or out-of-range STag fails with a remote access error instead of touching our memory.
-// A read through a slot starts zeroed, so what the target does not write reads as zeroes, never
-// an earlier command's bytes; in a caller's buffer registered for a read, the bytes the target
-// says it did not write (the residual, or all of them when the command failed) are zeroed at
+// A read starts zeroed, through a slot or in a caller's buffer registered for it, so what the
+// target does not write reads as zeroes, never an earlier command's bytes (a target may answer
+// GOOD without writing); in a caller's buffer registered for a read, the bytes the target says
+// it did not write (the residual, or all of them when the command failed) are zeroed again at
 // Revoke. An ITT slot still exposed is never overwritten: Expose refuses it.
 // Where the bytes are:
 //  - commands of at least kDirectBytes: in the caller's buffer, registered for this command and

@@ -170,6 +170,11 @@ void UringDatamover::ReportFailure(const Status& status) {
 }
 
 void UringDatamover::Retire(Task* task) {
+  // Fail reaped what was in flight; a receive it reaped is not handled any more (OnReceived).
+  if (failed_) {
+    TcpFramedDatamover::Retire(task);
+    return;
+  }
   if (sending_ && BatchReaches(task)) {
     // The send may be over, its completion waiting in the queue; if not, a send waiting for
     // room in the socket (the kernel polls before it retries) is cancelled. Either way it ends
@@ -201,7 +206,7 @@ void UringDatamover::Retire(Task* task) {
       }
       // A send the kernel is running in a worker thread cannot be cancelled (EALREADY), and a
       // peer that does not read makes it last for ever.
-      if (!sending_ || cancel_result == -EALREADY || completion_count_ == kMaxCompletions) break;
+      if (!sending_ || cancel_result == -EALREADY) break;
       const int rc = io_uring_submit_and_wait(&ring_, 1);
       if (rc < 0 && rc != -EINTR && rc != -EAGAIN && rc != -EBUSY && rc != -ETIME) break;
       TakeCompletions();

@@ -20,7 +20,8 @@
 //    that polls first; EINVAL on the timeout, which ends the receive linked to it) turns it off
 //    for the connection and gets its receive armed again, never a failed connection;
 //  - a send (IORING_OP_SENDMSG) of the batch PendingSend built: every PDU the round queued, up
-//    to IOV_MAX iovecs. PDUs queued while it is in flight go in the next batch;
+//    to IOV_MAX iovecs. PDUs queued while it is in flight go in the next batch; Retire may post
+//    a cancel of it (below);
 //  - a read of the eventfd that Wake writes, with the same protocol as IoLoop::Wake: while the
 //    I/O thread works, Wake costs two atomic operations and no system call.
 // The socket and the eventfd are registered files, and the ring's descriptor is registered with
@@ -33,10 +34,14 @@
 //
 // Retire: where the send in flight reads the task's buffer, completions are first reaped without
 // waiting (the send may be over: Sent accounts it and the rest of the batch is copied as
-// tcp_framing.h says); if it is still in flight, the connection fails: the socket is shut down and
-// the send reaped before Retire returns, and OnConnectionError is reported by the I/O thread's
-// loop once the handler that called Retire has returned. A receive in flight straight into the
-// task's buffer (the rest of one of its Data-In segments) ends the connection the same way.
+// tcp_framing.h says); if it is still in flight it is cancelled (IORING_OP_ASYNC_CANCEL: a send
+// waiting for room in the socket writes nothing more) and reaped before Retire returns, and the
+// framing copies what it did not write. Only a send the kernel cannot cancel (one running in a
+// worker thread) ends the connection instead: the socket is shut down, the send reaped before
+// Retire returns, and OnConnectionError reported by the I/O thread's loop once the handler that
+// called Retire has returned. A receive in flight straight into the task's buffer (the rest of
+// one of its Data-In segments) ends the connection the same way. Once the connection has failed
+// nothing is in flight, and Retire is the framing's.
 //
 // Teardown: Fail shuts the socket down and reaps the receive and the send in flight (completing
 // with an error or end of file, ignored) before it reports OnConnectionError, so no task is
