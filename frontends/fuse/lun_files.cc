@@ -31,6 +31,14 @@ Status OpenOne(const std::shared_ptr<Session>& session, uint64_t lun, std::vecto
 
 }  // namespace
 
+Result<bool> SameLun(BlockDevice& device) {
+  const LunInfo& was = device.info();
+  Result<LunInfo> now = ProbeLun(device.session(), was.lun);
+  if (!now.ok()) return now.status();
+  return now->identifier == was.identifier && now->serial == was.serial &&
+         now->device_type == was.device_type && now->logical_block_size == was.logical_block_size;
+}
+
 Result<std::vector<LunFile>> OpenLunFiles(const std::shared_ptr<Session>& session,
                                           std::optional<uint64_t> lun) {
   std::vector<LunFile> files;

@@ -26,4 +26,12 @@ Result<std::vector<LunFile>> OpenLunFiles(const std::shared_ptr<Session>& sessio
 
 std::string LunFileName(uint64_t lun);
 
+// Whether the LUN behind device is still the one it opened, or another one the target created
+// under the same number since (a LUN deleted and created again: its blocks are not the file's).
+// The LUN is probed again (ProbeLun) and compared on what names it: the Device Identification
+// VPD page's (0x83) designator and the Unit Serial Number (VPD 0x80), its device type and logical
+// block size. Fails when the probe does. A LUN re-created with the same identity (tgtd derives a
+// LUN's from its target and number unless told otherwise) shows only in its capacity, if at all.
+Result<bool> SameLun(BlockDevice& device);
+
 }  // namespace iser::fuse

@@ -6,6 +6,8 @@
 #include <string>
 
 #include "initiator/base/log.h"
+#include "initiator/base/status.h"
+#include "initiator/session/session.h"
 
 namespace iser::fuse {
 
@@ -21,24 +23,53 @@ SizeWatch::~SizeWatch() {
   thread_.join();
 }
 
+namespace {
+
+uint64_t ChangesOf(const Session& session) {
+  return session.luns_changes() + session.capacity_changes();
+}
+
+}  // namespace
+
 void SizeWatch::Main() {
   std::vector<uint64_t> told;
   for (const LunFile& f : files_) told.push_back(f.device->size_bytes());
+  // Every file's device shares one session.
+  uint64_t changes_seen = files_.empty() ? 0 : ChangesOf(files_.front().device->session());
   for (;;) {
     {
       MutexLock lock(&mu_);
       if (!stop_) stop_cv_.WaitFor(&mu_, std::chrono::seconds(1));
       if (stop_) return;
     }
+    std::vector<bool> replaced(files_.size(), false);
+    if (!files_.empty()) {
+      const uint64_t changes = ChangesOf(files_.front().device->session());
+      if (changes != changes_seen) {
+        changes_seen = changes;
+        for (size_t i = 0; i < files_.size(); ++i) {
+          Result<bool> same = SameLun(*files_[i].device);
+          if (!same.ok()) {
+            Log(LogLevel::kWarning, "cannot tell whether " + files_[i].name +
+                                        " is still the LUN mounted: " + same.status().ToString());
+          } else if (!*same) {
+            Log(LogLevel::kWarning, files_[i].name +
+                                        " is another LUN now (the target created it again under "
+                                        "its number): the file serves the new one");
+            replaced[i] = true;
+          }
+        }
+      }
+    }
     for (size_t i = 0; i < files_.size(); ++i) {
       const uint64_t size = files_[i].device->size_bytes();
-      if (size == told[i]) continue;
+      if (size == told[i] && !replaced[i]) continue;
       told[i] = size;
-      // A negative offset: the attributes only; the data is the same where both sizes hold it.
-      const int rc = fuse_lowlevel_notify_inval_inode(se_, first_ino_ + i, -1, 0);
+      // Offset 0, length 0: the attributes and every cached page.
+      const int rc = fuse_lowlevel_notify_inval_inode(se_, first_ino_ + i, 0, 0);
       if (rc != 0 && rc != -ENOENT) {
-        Log(LogLevel::kWarning,
-            "the kernel kept the cached size of " + files_[i].name + ": " + std::strerror(-rc));
+        Log(LogLevel::kWarning, "the kernel kept the cached size or pages of " + files_[i].name +
+                                    ": " + std::strerror(-rc));
       }
     }
   }

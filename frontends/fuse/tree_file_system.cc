@@ -150,11 +150,11 @@ void TreeFileSystem::SizeChanged(const std::string& target, const std::string& f
     se = notify_;
   }
   if (!se || ino == 0) return;
-  // A negative offset: the attributes only; the data is the same where both sizes hold it.
-  const int rc = fuse_lowlevel_notify_inval_inode(se, ino, -1, 0);
+  // Offset 0, length 0: the attributes and every cached page.
+  const int rc = fuse_lowlevel_notify_inval_inode(se, ino, 0, 0);
   if (rc != 0 && rc != -ENOENT) {
-    Log(LogLevel::kWarning,
-        "the kernel kept the cached size of " + target + "/" + file + ": " + std::strerror(-rc));
+    Log(LogLevel::kWarning, "the kernel kept the cached size or pages of " + target + "/" + file +
+                                ": " + std::strerror(-rc));
   }
 }
 
