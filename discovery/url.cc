@@ -56,21 +56,28 @@ std::string DigestArgText(const std::vector<DigestType>& order) {
 }
 
 // A bracketed host's zone delimiter in a URL is "%25" (RFC 6874): a bare '%' there would start a
-// percent-escape, and taking it for the delimiter too would make "[fe80::1%251]" read as zone
-// "251" or zone "1" depending on what follows. A '%' in a host without brackets is a zone as
-// iscsiadm writes it, misplaced. `text` is the portal as the URL writes it, which the error quotes
-// with the form to write instead.
+// percent-escape. Taking a bare '%' for the delimiter too made URLs ambiguous: "[fe80::1%251]" is
+// zone "1" by RFC 6874 and zone "251" (an interface index) as iscsiadm writes it, and was
+// silently read as the former. An IPv6 address with a '%' and no brackets is a
+// zone as iscsiadm writes it, misplaced. `text` is the portal as the URL writes it, which the
+// error quotes with the form to write instead.
 Status CheckZoneDelimiter(std::string_view text) {
   const size_t pct = text.find('%');
   if (pct == std::string_view::npos) return Status::OK();
   const std::string before(text.substr(0, pct));
   const std::string after(text.substr(pct + 1));
   if (text.front() != '[') {
-    // Only a bracketed host may hold an IPv6 address (RFC 3986), and so a zone.
+    // Two colons make an IPv6 address (ParsePortal's reading too); anything else with a '%' is
+    // a name or an IPv4 address, which ParsePortal refuses with its own reason.
+    if (std::count(before.begin(), before.end(), ':') < 2) return Status::OK();
+    // A zone holds no ':' (portal.h): one after it starts the port.
+    const size_t colon = after.find(':');
+    const std::string zone = after.substr(0, colon);
+    const std::string port = colon == std::string::npos ? "" : after.substr(colon);
     return Status::InvalidArgument("'" + std::string(text) +
                                    "': an IPv6 address in a URL is in brackets, and its zone " +
                                    "follows %25 (RFC 6874): write [" + before + "%" +
-                                   (after.rfind("25", 0) == 0 ? "" : "25") + after + "]");
+                                   (zone.rfind("25", 0) == 0 ? "" : "25") + zone + "]" + port);
   }
   const size_t close = text.find(']');
   if (close == std::string_view::npos || pct > close || after.rfind("25", 0) == 0) {

@@ -31,12 +31,32 @@ Status OpenOne(const std::shared_ptr<Session>& session, uint64_t lun, std::vecto
 
 }  // namespace
 
-Result<bool> SameLun(BlockDevice& device) {
-  const LunInfo& was = device.info();
-  Result<LunInfo> now = ProbeLun(device.session(), was.lun);
-  if (!now.ok()) return now.status();
-  return now->identifier == was.identifier && now->serial == was.serial &&
-         now->device_type == was.device_type && now->logical_block_size == was.logical_block_size;
+bool SameLun(const LunIdentity& was, const LunIdentity& now) {
+  auto same = [](const std::string& a, const std::string& b) {
+    return a.empty() || b.empty() || a == b;
+  };
+  return same(was.identifier, now.identifier) && same(was.serial, now.serial);
+}
+
+bool KeepCachedPages(const LunFile& f, const LunIdentity& now, uint64_t size) {
+  CachedLun& c = *f.cached;
+  MutexLock lock(&c.mu);
+  if (!c.known) {
+    const LunInfo& opened = f.device->info();
+    c.identity = {opened.identifier, opened.serial};
+    c.size = opened.size_bytes;
+    c.known = true;
+  }
+  const bool same = SameLun(c.identity, now);
+  if (!same) {
+    Log(LogLevel::kWarning, f.name +
+                                " is another LUN now (the target created it again under its "
+                                "number): the file serves the new one, its cached pages dropped");
+  }
+  const bool keep = same && size == c.size;
+  c.identity = now;
+  c.size = size;
+  return keep;
 }
 
 Result<std::vector<LunFile>> OpenLunFiles(const std::shared_ptr<Session>& session,

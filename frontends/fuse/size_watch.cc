@@ -7,6 +7,7 @@
 
 #include "initiator/base/log.h"
 #include "initiator/base/status.h"
+#include "initiator/block/lun_info.h"
 #include "initiator/session/session.h"
 
 namespace iser::fuse {
@@ -42,22 +43,21 @@ void SizeWatch::Main() {
       if (!stop_) stop_cv_.WaitFor(&mu_, std::chrono::seconds(1));
       if (stop_) return;
     }
+    // A LUN deleted and created again under its number gets no unit attention itself, but the
+    // target's other LUNs do (3F/0E): then every LUN's identity is read again, so that a
+    // descriptor kept open does not go on reading the old LUN's pages (an open checks too).
     std::vector<bool> replaced(files_.size(), false);
-    if (!files_.empty()) {
-      const uint64_t changes = ChangesOf(files_.front().device->session());
-      if (changes != changes_seen) {
-        changes_seen = changes;
-        for (size_t i = 0; i < files_.size(); ++i) {
-          Result<bool> same = SameLun(*files_[i].device);
-          if (!same.ok()) {
-            Log(LogLevel::kWarning, "cannot tell whether " + files_[i].name +
-                                        " is still the LUN mounted: " + same.status().ToString());
-          } else if (!*same) {
-            Log(LogLevel::kWarning, files_[i].name +
-                                        " is another LUN now (the target created it again under "
-                                        "its number): the file serves the new one");
-            replaced[i] = true;
-          }
+    const uint64_t changes = files_.empty() ? 0 : ChangesOf(files_.front().device->session());
+    if (changes != changes_seen) {
+      changes_seen = changes;
+      for (size_t i = 0; i < files_.size(); ++i) {
+        BlockDevice& device = *files_[i].device;
+        Result<LunIdentity> now = ReadLunIdentity(device.session(), device.info().lun);
+        if (!now.ok()) {
+          Log(LogLevel::kWarning, "cannot tell whether " + files_[i].name +
+                                      " is still the LUN mounted: " + now.status().ToString());
+        } else {
+          replaced[i] = !KeepCachedPages(files_[i], *now, device.size_bytes());
         }
       }
     }
@@ -65,7 +65,9 @@ void SizeWatch::Main() {
       const uint64_t size = files_[i].device->size_bytes();
       if (size == told[i] && !replaced[i]) continue;
       told[i] = size;
-      // Offset 0, length 0: the attributes and every cached page.
+      // Offset 0, length 0: the attributes and every cached page. Pages of a LUN that only grew
+      // are still right, but tgtd resizes a LUN by creating it again with the deleted one's
+      // identity, so a new size may be the only sign of other blocks.
       const int rc = fuse_lowlevel_notify_inval_inode(se_, first_ino_ + i, 0, 0);
       if (rc != 0 && rc != -ENOENT) {
         Log(LogLevel::kWarning, "the kernel kept the cached size or pages of " + files_[i].name +

@@ -5,7 +5,7 @@
 // file's size each second and, when it is not the one the kernel last got, tells the kernel to
 // drop the attributes and the pages it cached (with --page-cache): a LUN deleted and created
 // again under its number may come back with another size and other blocks. After such a unit
-// attention it also checks that each LUN is still the one mounted (SameLun); a LUN that is
+// attention it also reads each LUN's identity (KeepCachedPages, as each open does); a LUN that is
 // another one now keeps its file, which serves the new LUN, and the kernel drops its pages too.
 // The LUNs a flat mount serves stay those it mounted: a tree (tree_server.h) also adds and
 // removes files.

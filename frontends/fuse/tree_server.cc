@@ -93,8 +93,8 @@ class TreeServer {
   void RescanPortal(ScanResult* r);
   // One target's LUNs now (REPORT LUNS, unless the login named a LUN): files appear for new
   // disk LUNs and go for the LUNs gone; a LUN that is another one under the same number
-  // (SameLun) gets a new file; every LUN's capacity is read again (NotifySizes then tells the
-  // kernel about the sizes that changed).
+  // (SameLun: its identity, or RefreshSize: its block size) gets a new file; every LUN's capacity
+  // is read again (NotifySizes then tells the kernel about the sizes that changed).
   void RescanLuns(const TreeTargetView& t, ScanResult* r);
   // RescanLuns for the targets whose session got UNIT ATTENTION 3F/0E (reported LUNs data has
   // changed) or 2A/09 (capacity data has changed) since the last look; then NotifySizes. The
@@ -160,18 +160,21 @@ Status TreeServer::Login(const LoginSpec& spec, bool* exists) {
     (*session)->Close().IgnoreError();
     return files.status();
   }
-  {
-    MutexLock lock(&watch_mu_);
-    changes_seen_[spec.url.target] = ChangesOf(**session);
-  }
-  // A login request and a whole-portal mount's rescan may log in to one target at once: the
-  // second is refused here and logs out again.
+  const uint64_t changes = ChangesOf(**session);
+  // A login request (control thread) and a whole-portal mount's rescan (watch thread) may log in
+  // to one target at once: the second is refused here and logs out again.
   const Status added =
       fs_.Add({spec.url.target, *session, std::move(files.value()), !spec.url.lun.has_value()});
   if (!added.ok()) {
     (*session)->Close().IgnoreError();
     *exists = fs_.Contains(spec.url.target);
     return *exists ? Status::OK() : added;
+  }
+  {
+    // After Add, so that the refused login does not overwrite the count of the session kept. A
+    // watch that looks in between finds no count and reads the new target's LUNs once more.
+    MutexLock lock(&watch_mu_);
+    changes_seen_[spec.url.target] = changes;
   }
   Log(LogLevel::kInfo, "logged in to " + spec.url.Redacted());
   return Status::OK();
@@ -232,7 +235,7 @@ void TreeServer::RescanLuns(const TreeTargetView& t, ScanResult* r) {
   auto remove = [&](uint64_t lun) {
     const std::string path = t.name + "/" + LunFileName(lun);
     sizes_told_.erase(path);
-    if (fs_.RemoveLun(t.name, LunFileName(lun)).ok()) {
+    if (fs_.RemoveLun(t.name, *t.session, LunFileName(lun)).ok()) {
       Log(LogLevel::kInfo, "LUN rescan: " + path + " is gone");
       r->luns_removed.push_back(path);
     }
@@ -245,12 +248,13 @@ void TreeServer::RescanLuns(const TreeTargetView& t, ScanResult* r) {
       remove(lun);
       continue;
     }
-    Result<bool> same = SameLun(*f->device);
-    if (!same.ok()) {
-      Log(LogLevel::kWarning, "LUN rescan of " + t.name + ": " + same.status().ToString());
+    Result<LunIdentity> now = ReadLunIdentity(*t.session, lun);
+    if (!now.ok()) {
+      Log(LogLevel::kWarning, "LUN rescan of " + t.name + ": " + now.status().ToString());
       continue;
     }
-    if (!*same) {
+    const LunInfo& opened = f->device->info();
+    if (!SameLun({opened.identifier, opened.serial}, *now)) {
       // Its file goes and comes back with another inode: nothing the kernel cached for the old
       // one (attributes, pages with --page-cache) reaches the new LUN.
       Log(LogLevel::kInfo, t.name + "/" + LunFileName(lun) +

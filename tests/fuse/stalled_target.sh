@@ -59,6 +59,9 @@ kill -STOP "$TGT_MIRROR_PID"
 stalled=1
 wait_for 60 t2_recovering || fail "$T2 is not recovering 60 s after its tgtd stopped: $(cat "$FUSE_DIR/answer")"
 grep -qF "$T1 (logged in)" "$FUSE_DIR/answer" || fail "session: $(cat "$FUSE_DIR/answer")"
+# Had the watch read target 2's LUNs in the moment between the read and the stop, nothing would
+# wait for the stalled target below, and the checks would prove nothing.
+[ ! -e "$ROOT/$T2/lun2" ] || fail "the LUN watch read $T2's LUNs before its tgtd stopped"
 answers "login of $T3" login "$(sessions_url 3)"
 [ -f "$ROOT/$T3/lun1" ] || fail "$T3/lun1 is missing after its login: $(ls "$ROOT")"
 answers "logout of $T3" logout -T "$T3"
@@ -78,5 +81,7 @@ resume
 wait "$rescan" || fail "session --rescan failed once $T2 continued: $(cat "$FUSE_DIR/rescan.out")"
 wait_for 90 test -f "$ROOT/$T2/lun2" || fail "$T2/lun2 did not appear once $T2 continued"
 ic logout --all || fail "logout --all"
+# It was started after sessions_setup, with the environment that marks this test's processes.
+tgt_mirror_stop
 sessions_assert_gone
 echo PASS
