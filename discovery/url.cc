@@ -55,18 +55,50 @@ std::string DigestArgText(const std::vector<DigestType>& order) {
   return s;
 }
 
-// The authority's "[v6%25zone]:port" (RFC 6874) as ParsePortal reads it: "[v6%zone]:port". A
-// bare '%' not followed by "25", as iscsiadm and ip(8) write a zone, is taken as the delimiter
-// too, so that a portal copied from discover's output works in a URL. The zone may hold
+// A bracketed host's zone delimiter in a URL is "%25" (RFC 6874): a bare '%' there would start a
+// percent-escape. Taking a bare '%' for the delimiter too made URLs ambiguous: "[fe80::1%251]" is
+// zone "1" by RFC 6874 and zone "251" (an interface index) as iscsiadm writes it, and was
+// silently read as the former. An IPv6 address with a '%' and no brackets is a
+// zone as iscsiadm writes it, misplaced. `text` is the portal as the URL writes it, which the
+// error quotes with the form to write instead.
+Status CheckZoneDelimiter(std::string_view text) {
+  const size_t pct = text.find('%');
+  if (pct == std::string_view::npos) return Status::OK();
+  const std::string before(text.substr(0, pct));
+  const std::string after(text.substr(pct + 1));
+  if (text.front() != '[') {
+    // Two colons make an IPv6 address (ParsePortal's reading too); anything else with a '%' is
+    // a name or an IPv4 address, which ParsePortal refuses with its own reason.
+    if (std::count(before.begin(), before.end(), ':') < 2) return Status::OK();
+    // A zone holds no ':' (portal.h): one after it starts the port.
+    const size_t colon = after.find(':');
+    const std::string zone = after.substr(0, colon);
+    const std::string port = colon == std::string::npos ? "" : after.substr(colon);
+    return Status::InvalidArgument("'" + std::string(text) +
+                                   "': an IPv6 address in a URL is in brackets, and its zone " +
+                                   "follows %25 (RFC 6874): write [" + before + "%" +
+                                   (zone.rfind("25", 0) == 0 ? "" : "25") + zone + "]" + port);
+  }
+  const size_t close = text.find(']');
+  if (close == std::string_view::npos || pct > close || after.rfind("25", 0) == 0) {
+    return Status::OK();
+  }
+  return Status::InvalidArgument("'" + std::string(text) +
+                                 "': in a URL the '%' before an IPv6 zone is written %25 (RFC " +
+                                 "6874): write " + before + "%25" + after);
+}
+
+// The authority's "[v6%25zone]:port" as ParsePortal reads it: "[v6%zone]:port". The zone may hold
 // percent-escapes; ParsePortal then checks what they decode to.
 Result<std::string> PortalText(std::string_view authority) {
+  ISER_RETURN_IF_ERROR(CheckZoneDelimiter(authority));
   const size_t close = authority.find(']');
   const size_t pct = authority.find('%');
   if (authority.empty() || authority.front() != '[' || close == std::string_view::npos ||
       pct > close) {
     return std::string(authority);
   }
-  const size_t zone = authority.substr(pct + 1, 2) == "25" ? pct + 3 : pct + 1;
+  const size_t zone = pct + 3;
   Result<std::string> decoded = PercentDecode(authority.substr(zone, close - zone), "zone");
   if (!decoded.ok()) return decoded.status();
   return std::string(authority.substr(0, pct + 1)) + *decoded +
@@ -199,6 +231,10 @@ Result<IscsiUrl> ParseIscsiUrl(std::string_view text) {
       return bad("argument '" + name + "' given twice");
     }
     seen.push_back(name);
+    if (name == "portal" && eq != std::string_view::npos) {
+      const Status st = CheckZoneDelimiter(arg.substr(eq + 1));
+      if (!st.ok()) return bad("portal " + st.message());
+    }
     Result<std::string> value = PercentDecode(
         eq == std::string_view::npos ? std::string_view() : arg.substr(eq + 1), "argument");
     if (!value.ok()) return bad(value.status().message());

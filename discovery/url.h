@@ -1,7 +1,11 @@
 // iSCSI URLs, as libiscsi and QEMU write them (portals themselves: initiator/transport/portal.h):
 //   iscsi://[<user>[%<password>]@]<host>[:<port>][/<target-iqn>[/<lun>]][?arg[&arg]...]
 //   iser://...      (same; selects the iSER transport, as does the argument "iser")
-// host is a name, an IPv4 address or an IPv6 address in brackets; port defaults to 3260.
+// host is a name, an IPv4 address or an IPv6 address in brackets; port defaults to 3260. An IPv6
+// zone follows "%25", RFC 6874's delimiter, and may itself be percent-escaped:
+// [fe80::1%25eth0], [fe80::1%251] (zone "1"). A bare '%' before a zone ([fe80::1%eth0], the form
+// of iscsiadm, ip(8) and a portal, initiator/transport/portal.h) is an InvalidArgument that shows
+// the "%25" form, in the host and in portal= arguments alike.
 // Arguments: target_user, target_password (mutual CHAP), header_digest=crc32c|none|crc32c-none|
 // none-crc32c, data_digest=(same), auth=<CHAP algorithms, comma list in order of preference:
 // md5, sha1, sha-256, sha3-256>, iser (no value); for session recovery (docs/recovery.md,

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "initiator/base/log.h"
+#include "initiator/block/lun_info.h"
 
 namespace iser::fuse {
 
@@ -129,7 +130,18 @@ void LunFileOpen(fuse_req_t req, const LunFile& f, const FileSystemConfig& confi
   if (size.status().code() == StatusCode::kNotSupported) return ReplyStatus(req, size.status());
   if (!size.ok()) Log(LogLevel::kWarning, "open of " + f.name + ": " + size.status().ToString());
   fi->direct_io = !config.page_cache;
-  fi->keep_cache = config.page_cache;
+  if (config.page_cache) {
+    // The kernel drops the file's cached pages at this open unless told to keep them. A LUN
+    // deleted and created again under its number says so with no unit attention on itself
+    // (tgtd), so its identity is read at each open (two INQUIRY commands more): pages read from
+    // the old LUN must not be served as the new one's.
+    Result<LunIdentity> identity = ReadLunIdentity(f.device->session(), f.device->info().lun);
+    if (!identity.ok()) {
+      Log(LogLevel::kWarning,
+          "open of " + f.name + ": its cached pages are dropped: " + identity.status().ToString());
+    }
+    fi->keep_cache = size.ok() && identity.ok() && KeepCachedPages(f, *identity, *size);
+  }
   fi->noflush = 1;  // close() needs no round trip: durability is fsync's job
   fuse_reply_open(req, fi);
 }

@@ -31,6 +31,34 @@ Status OpenOne(const std::shared_ptr<Session>& session, uint64_t lun, std::vecto
 
 }  // namespace
 
+bool SameLun(const LunIdentity& was, const LunIdentity& now) {
+  auto same = [](const std::string& a, const std::string& b) {
+    return a.empty() || b.empty() || a == b;
+  };
+  return same(was.identifier, now.identifier) && same(was.serial, now.serial);
+}
+
+bool KeepCachedPages(const LunFile& f, const LunIdentity& now, uint64_t size) {
+  CachedLun& c = *f.cached;
+  MutexLock lock(&c.mu);
+  if (!c.known) {
+    const LunInfo& opened = f.device->info();
+    c.identity = {opened.identifier, opened.serial};
+    c.size = opened.size_bytes;
+    c.known = true;
+  }
+  const bool same = SameLun(c.identity, now);
+  if (!same) {
+    Log(LogLevel::kWarning, f.name +
+                                " is another LUN now (the target created it again under its "
+                                "number): the file serves the new one, its cached pages dropped");
+  }
+  const bool keep = same && size == c.size;
+  c.identity = now;
+  c.size = size;
+  return keep;
+}
+
 Result<std::vector<LunFile>> OpenLunFiles(const std::shared_ptr<Session>& session,
                                           std::optional<uint64_t> lun) {
   std::vector<LunFile> files;

@@ -9,15 +9,28 @@
 #include <string>
 #include <vector>
 
+#include "initiator/base/mutex.h"
 #include "initiator/base/status.h"
+#include "initiator/base/thread_annotations.h"
 #include "initiator/block/block_device.h"
+#include "initiator/block/lun_info.h"
 #include "initiator/session/session.h"
 
 namespace iser::fuse {
 
+// The LUN whose blocks the kernel's page cache may hold for a file (--page-cache): the one the
+// device opened, until a check finds another LUN under its number (KeepCachedPages).
+struct CachedLun {
+  Mutex mu;
+  bool known ISER_GUARDED_BY(mu) = false;  // false: the one the device opened (its info())
+  LunIdentity identity ISER_GUARDED_BY(mu);
+  uint64_t size ISER_GUARDED_BY(mu) = 0;
+};
+
 struct LunFile {
   std::string name;  // "lun<N>"
   std::unique_ptr<BlockDevice> device;
+  std::unique_ptr<CachedLun> cached = std::make_unique<CachedLun>();
 };
 
 // lun: the URL's LUN, or nullopt for every disk LUN the target reports (REPORT LUNS).
@@ -25,5 +38,21 @@ Result<std::vector<LunFile>> OpenLunFiles(const std::shared_ptr<Session>& sessio
                                           std::optional<uint64_t> lun);
 
 std::string LunFileName(uint64_t lun);
+
+// Whether `now` (ReadLunIdentity) may still be the LUN `was` names, or is another one the target
+// created under its number since (a LUN deleted and created again: its blocks are not the
+// file's). An empty field was not read (a LUN without that VPD page; ProbeLun also leaves a page
+// that failed empty) and is not compared: taking it for another LUN would replace the file of a
+// LUN that did not change, and fail every descriptor open on it. A LUN created again with the
+// same identity (tgtd derives a LUN's from its target and number unless told otherwise) differs
+// at most in its capacity.
+bool SameLun(const LunIdentity& was, const LunIdentity& now);
+
+// Whether the pages the kernel cached for f (--page-cache) may stay: they came from the LUN
+// behind f now, which has the same identity (`now`, just read) and the same size (`size`, just
+// read: a LUN tgtd created again has the deleted one's identity). When not, logs another
+// identity and remembers this LUN as the one the pages the kernel reads from then on come from.
+// Any thread.
+bool KeepCachedPages(const LunFile& f, const LunIdentity& now, uint64_t size);
 
 }  // namespace iser::fuse

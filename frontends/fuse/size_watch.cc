@@ -6,6 +6,9 @@
 #include <string>
 
 #include "initiator/base/log.h"
+#include "initiator/base/status.h"
+#include "initiator/block/lun_info.h"
+#include "initiator/session/session.h"
 
 namespace iser::fuse {
 
@@ -21,24 +24,54 @@ SizeWatch::~SizeWatch() {
   thread_.join();
 }
 
+namespace {
+
+uint64_t ChangesOf(const Session& session) {
+  return session.luns_changes() + session.capacity_changes();
+}
+
+}  // namespace
+
 void SizeWatch::Main() {
   std::vector<uint64_t> told;
   for (const LunFile& f : files_) told.push_back(f.device->size_bytes());
+  // Every file's device shares one session.
+  uint64_t changes_seen = files_.empty() ? 0 : ChangesOf(files_.front().device->session());
   for (;;) {
     {
       MutexLock lock(&mu_);
       if (!stop_) stop_cv_.WaitFor(&mu_, std::chrono::seconds(1));
       if (stop_) return;
     }
+    // A LUN deleted and created again under its number gets no unit attention itself, but the
+    // target's other LUNs do (3F/0E): then every LUN's identity is read again, so that a
+    // descriptor kept open does not go on reading the old LUN's pages (an open checks too).
+    std::vector<bool> replaced(files_.size(), false);
+    const uint64_t changes = files_.empty() ? 0 : ChangesOf(files_.front().device->session());
+    if (changes != changes_seen) {
+      changes_seen = changes;
+      for (size_t i = 0; i < files_.size(); ++i) {
+        BlockDevice& device = *files_[i].device;
+        Result<LunIdentity> now = ReadLunIdentity(device.session(), device.info().lun);
+        if (!now.ok()) {
+          Log(LogLevel::kWarning, "cannot tell whether " + files_[i].name +
+                                      " is still the LUN mounted: " + now.status().ToString());
+        } else {
+          replaced[i] = !KeepCachedPages(files_[i], *now, device.size_bytes());
+        }
+      }
+    }
     for (size_t i = 0; i < files_.size(); ++i) {
       const uint64_t size = files_[i].device->size_bytes();
-      if (size == told[i]) continue;
+      if (size == told[i] && !replaced[i]) continue;
       told[i] = size;
-      // A negative offset: the attributes only; the data is the same where both sizes hold it.
-      const int rc = fuse_lowlevel_notify_inval_inode(se_, first_ino_ + i, -1, 0);
+      // Offset 0, length 0: the attributes and every cached page. Pages of a LUN that only grew
+      // are still right, but tgtd resizes a LUN by creating it again with the deleted one's
+      // identity, so a new size may be the only sign of other blocks.
+      const int rc = fuse_lowlevel_notify_inval_inode(se_, first_ino_ + i, 0, 0);
       if (rc != 0 && rc != -ENOENT) {
-        Log(LogLevel::kWarning,
-            "the kernel kept the cached size of " + files_[i].name + ": " + std::strerror(-rc));
+        Log(LogLevel::kWarning, "the kernel kept the cached size or pages of " + files_[i].name +
+                                    ": " + std::strerror(-rc));
       }
     }
   }

@@ -3,8 +3,12 @@
 // size in stat while reads and writes already follow the new one (BlockDevice::size_bytes(),
 // read again after UNIT ATTENTION 3F/0E or 2A/09 and at each open). A thread looks at every
 // file's size each second and, when it is not the one the kernel last got, tells the kernel to
-// drop the attributes it cached. The LUNs a flat mount serves stay those it mounted: a tree
-// (tree_server.h) also adds and removes files.
+// drop the attributes and the pages it cached (with --page-cache): a LUN deleted and created
+// again under its number may come back with another size and other blocks. After such a unit
+// attention it also reads each LUN's identity (KeepCachedPages, as each open does); a LUN that is
+// another one now keeps its file, which serves the new LUN, and the kernel drops its pages too.
+// The LUNs a flat mount serves stay those it mounted: a tree (tree_server.h) also adds and
+// removes files.
 #pragma once
 
 #include <fuse_lowlevel.h>

@@ -107,7 +107,10 @@ uint64_t TreeFileSystem::FileIno(const Node& node, const std::string& file) cons
 Status TreeFileSystem::AddLun(const std::string& target, LunFile file) {
   MutexLock lock(&mu_);
   auto it = by_name_.find(target);
-  if (it == by_name_.end()) return Status::NotFound("no session with target " + target);
+  if (it == by_name_.end() || it->second->session.get() != &file.device->session()) {
+    return Status::NotFound("no session with target " + target + " that " + file.name +
+                            " was opened on");
+  }
   Node& node = *it->second;
   if (FileIno(node, file.name) != 0) {
     return Status::InvalidArgument(target + "/" + file.name + " is in the tree already");
@@ -122,21 +125,34 @@ Status TreeFileSystem::AddLun(const std::string& target, LunFile file) {
   return Status::OK();
 }
 
-Status TreeFileSystem::RemoveLun(const std::string& target, const std::string& file) {
+Status TreeFileSystem::RemoveLun(const std::string& target, const Session& session,
+                                 const std::string& file) {
   fuse_session* se = nullptr;
   uint64_t dir_ino = 0;
   uint64_t ino = 0;
   {
     MutexLock lock(&mu_);
     auto it = by_name_.find(target);
-    if (it != by_name_.end()) ino = FileIno(*it->second, file);
+    if (it != by_name_.end() && it->second->session.get() == &session) {
+      ino = FileIno(*it->second, file);
+    }
     if (ino == 0) return Status::NotFound("no file " + target + "/" + file);
     std::erase_if(it->second->files, [ino](const auto& f) { return f.first == ino; });
     by_ino_.erase(ino);
     dir_ino = it->second->dir_ino;
     se = notify_;
   }
-  if (se) ForgetEntry(se, dir_ino, ino, file);
+  if (se) {
+    // With --page-cache a descriptor still open on the file would go on reading the pages cached
+    // from the LUN gone (a LUN created again under its number gets a new file): dropped, its
+    // reads reach us and fail with ENODEV.
+    const int rc = fuse_lowlevel_notify_inval_inode(se, ino, 0, 0);
+    if (rc != 0 && rc != -ENOENT) {
+      Log(LogLevel::kWarning,
+          "the kernel kept the cached pages of " + target + "/" + file + ": " + std::strerror(-rc));
+    }
+    ForgetEntry(se, dir_ino, ino, file);
+  }
   return Status::OK();
 }
 
@@ -150,11 +166,11 @@ void TreeFileSystem::SizeChanged(const std::string& target, const std::string& f
     se = notify_;
   }
   if (!se || ino == 0) return;
-  // A negative offset: the attributes only; the data is the same where both sizes hold it.
-  const int rc = fuse_lowlevel_notify_inval_inode(se, ino, -1, 0);
+  // Offset 0, length 0: the attributes and every cached page.
+  const int rc = fuse_lowlevel_notify_inval_inode(se, ino, 0, 0);
   if (rc != 0 && rc != -ENOENT) {
-    Log(LogLevel::kWarning,
-        "the kernel kept the cached size of " + target + "/" + file + ": " + std::strerror(-rc));
+    Log(LogLevel::kWarning, "the kernel kept the cached size or pages of " + target + "/" + file +
+                                ": " + std::strerror(-rc));
   }
 }
 

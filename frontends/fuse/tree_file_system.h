@@ -13,7 +13,10 @@
 // A target's LUNs change while it is in the tree (the tree server's LUN rescan): AddLun puts a
 // new file in its directory, RemoveLun takes one out as Remove does a directory (the kernel
 // forgets the entry, later operations on an open descriptor fail with ENODEV, requests already
-// running on it finish), and SizeChanged makes the kernel ask for a file's attributes again.
+// running on it finish), and SizeChanged makes the kernel ask for a file's attributes again and
+// drop the pages it cached (--page-cache): a LUN deleted and created again under its number with
+// the same identity (tgtd's default) shows only in its capacity, and its blocks are not the old
+// ones.
 //
 // Thread safety: every method may be called from any thread except the FUSE workers; Remove
 // blocks until the target's running requests have finished.
@@ -79,13 +82,16 @@ class TreeFileSystem {
   Status Remove(const std::string& name);
 
   // A LUN the target now has: its file appears in the target's directory. InvalidArgument if
-  // the file is there already, NotFound for an unknown target.
+  // the file is there already, NotFound for an unknown target, and for a target whose session is
+  // not the file's device's: the rescan that opened the device looked at a session that a logout
+  // and a login replaced meanwhile, and the file would fail every request.
   Status AddLun(const std::string& target, LunFile file);
   // A LUN the target no longer has: its file leaves the tree at once; requests already running
   // on it finish (they hold the file), nothing is flushed (the LUN is gone). NotFound when there
-  // is no such file.
-  Status RemoveLun(const std::string& target, const std::string& file);
-  // The file's size changed: the kernel drops the attributes it cached.
+  // is no such file, and when the target's session is not `session` (what the caller found
+  // concerns a session replaced since, not the LUNs of this one).
+  Status RemoveLun(const std::string& target, const Session& session, const std::string& file);
+  // The file's size changed: the kernel drops the attributes and the pages it cached.
   void SizeChanged(const std::string& target, const std::string& file);
 
  private:

@@ -22,6 +22,8 @@
 #include "frontends/fuse/tree_file_system.h"
 #include "frontends/fuse/unmount_guard.h"
 #include "initiator/base/log.h"
+#include "initiator/base/mutex.h"
+#include "initiator/base/thread_annotations.h"
 #include "initiator/block/lun_info.h"
 #include "initiator/login/negotiation.h"
 
@@ -90,19 +92,24 @@ class TreeServer {
   // Discovers again: logs in to the targets the portal added, out of those it dropped.
   void RescanPortal(ScanResult* r);
   // One target's LUNs now (REPORT LUNS, unless the login named a LUN): files appear for new
-  // disk LUNs and go for the LUNs gone; every LUN's capacity is read again (NotifySizes then
-  // tells the kernel about the sizes that changed).
+  // disk LUNs and go for the LUNs gone; a LUN that is another one under the same number
+  // (SameLun: its identity, or RefreshSize: its block size) gets a new file; every LUN's capacity
+  // is read again (NotifySizes then tells the kernel about the sizes that changed).
   void RescanLuns(const TreeTargetView& t, ScanResult* r);
   // RescanLuns for the targets whose session got UNIT ATTENTION 3F/0E (reported LUNs data has
   // changed) or 2A/09 (capacity data has changed) since the last look; then NotifySizes. The
-  // control thread calls it every kLunWatchInterval, between requests.
+  // watch thread calls it every kLunWatchInterval, between rescans.
   void RescanChangedLuns();
-  // Tells the kernel to drop the attributes it cached for each file whose LUN's size is not the
-  // one it was last told (a rescan, a unit attention or an open read it again).
+  // Tells the kernel to drop the attributes and pages it cached for each file whose LUN's size
+  // is not the one it was last told (a rescan, a unit attention or an open read it again).
   void NotifySizes();
   Status StartLogins(const std::vector<LoginSpec>& initial);
   Json StatusJson();
   void ControlMain();
+  // The watch thread: RescanChangedLuns every kLunWatchInterval, and the rescans asked for.
+  void WatchMain();
+  // Has the watch thread rescan, then reply on fd (-1: SIGHUP's, only logged) and close it.
+  void QueueRescan(int fd);
   // Handles one connection; false when the process must end (the reply waits in reply_fd_).
   bool Handle(int fd);
   Json HandleLogout(const Json& request, bool* last);
@@ -118,15 +125,25 @@ class TreeServer {
   // The reply to the logout that removed the last session: sent once everything is cleaned up.
   int reply_fd_ = -1;
   Json reply_;
+
+  // Every SCSI command of the LUN watch and of the rescans runs on the watch thread: a target in
+  // recovery holds them up to its replacement timeout, and the control thread, which answers
+  // session, login and logout, must not wait with them.
+  std::thread watch_;
+  Mutex watch_mu_;
+  CondVar watch_cv_;
+  bool watch_stop_ ISER_GUARDED_BY(watch_mu_) = false;
+  std::vector<int> rescans_ ISER_GUARDED_BY(watch_mu_);  // QueueRescan's, in order
   // Per target, the sum of its session's luns_changes() and capacity_changes() when its LUNs were
-  // last read (control thread only): both only grow, so the sum moves when either does.
-  std::map<std::string, uint64_t> changes_seen_;
-  // Per file ("<iqn>/lun<N>"), the size the kernel last got from us (control thread only).
+  // last read: both only grow, so the sum moves when either does. A login sets it, the watch
+  // thread reads and moves it.
+  std::map<std::string, uint64_t> changes_seen_ ISER_GUARDED_BY(watch_mu_);
+  // Per file ("<iqn>/lun<N>"), the size the kernel last got from us (watch thread only).
   std::map<std::string, uint64_t> sizes_told_;
 };
 
-// How often the control thread looks for targets that reported changed LUNs or capacities: a
-// unit attention a command got shows in the tree within about this long.
+// How often the watch thread looks for targets that reported changed LUNs or capacities: a unit
+// attention a command got shows in the tree within about this long.
 constexpr std::chrono::seconds kLunWatchInterval{1};
 
 uint64_t ChangesOf(const Session& session) {
@@ -143,9 +160,22 @@ Status TreeServer::Login(const LoginSpec& spec, bool* exists) {
     (*session)->Close().IgnoreError();
     return files.status();
   }
-  changes_seen_[spec.url.target] = ChangesOf(**session);
-  ISER_RETURN_IF_ERROR(
-      fs_.Add({spec.url.target, *session, std::move(files.value()), !spec.url.lun.has_value()}));
+  const uint64_t changes = ChangesOf(**session);
+  // A login request (control thread) and a whole-portal mount's rescan (watch thread) may log in
+  // to one target at once: the second is refused here and logs out again.
+  const Status added =
+      fs_.Add({spec.url.target, *session, std::move(files.value()), !spec.url.lun.has_value()});
+  if (!added.ok()) {
+    (*session)->Close().IgnoreError();
+    *exists = fs_.Contains(spec.url.target);
+    return *exists ? Status::OK() : added;
+  }
+  {
+    // After Add, so that the refused login does not overwrite the count of the session kept. A
+    // watch that looks in between finds no count and reads the new target's LUNs once more.
+    MutexLock lock(&watch_mu_);
+    changes_seen_[spec.url.target] = changes;
+  }
   Log(LogLevel::kInfo, "logged in to " + spec.url.Redacted());
   return Status::OK();
 }
@@ -170,7 +200,10 @@ TreeServer::ScanResult TreeServer::Rescan() {
 }
 
 void TreeServer::RescanLuns(const TreeTargetView& t, ScanResult* r) {
-  changes_seen_[t.name] = ChangesOf(*t.session);
+  {
+    MutexLock lock(&watch_mu_);
+    changes_seen_[t.name] = ChangesOf(*t.session);
+  }
   std::map<uint64_t, std::shared_ptr<const LunFile>> have;
   for (const auto& f : t.luns) have[f->device->info().lun] = f;
   std::set<uint64_t> reported;
@@ -202,7 +235,7 @@ void TreeServer::RescanLuns(const TreeTargetView& t, ScanResult* r) {
   auto remove = [&](uint64_t lun) {
     const std::string path = t.name + "/" + LunFileName(lun);
     sizes_told_.erase(path);
-    if (fs_.RemoveLun(t.name, LunFileName(lun)).ok()) {
+    if (fs_.RemoveLun(t.name, *t.session, LunFileName(lun)).ok()) {
       Log(LogLevel::kInfo, "LUN rescan: " + path + " is gone");
       r->luns_removed.push_back(path);
     }
@@ -213,6 +246,22 @@ void TreeServer::RescanLuns(const TreeTargetView& t, ScanResult* r) {
   for (const auto& [lun, f] : have) {
     if (t.all_luns && !reported.count(lun)) {
       remove(lun);
+      continue;
+    }
+    Result<LunIdentity> now = ReadLunIdentity(*t.session, lun);
+    if (!now.ok()) {
+      Log(LogLevel::kWarning, "LUN rescan of " + t.name + ": " + now.status().ToString());
+      continue;
+    }
+    const LunInfo& opened = f->device->info();
+    if (!SameLun({opened.identifier, opened.serial}, *now)) {
+      // Its file goes and comes back with another inode: nothing the kernel cached for the old
+      // one (attributes, pages with --page-cache) reaches the new LUN.
+      Log(LogLevel::kInfo, t.name + "/" + LunFileName(lun) +
+                               " is another LUN now (the target created it again under its "
+                               "number)");
+      remove(lun);
+      add(lun);
       continue;
     }
     Result<uint64_t> size = f->device->RefreshSize();
@@ -229,7 +278,10 @@ void TreeServer::RescanLuns(const TreeTargetView& t, ScanResult* r) {
 
 void TreeServer::RescanChangedLuns() {
   for (const TreeTargetView& t : fs_.Targets()) {
-    if (ChangesOf(*t.session) == changes_seen_[t.name]) continue;
+    {
+      MutexLock lock(&watch_mu_);
+      if (ChangesOf(*t.session) == changes_seen_[t.name]) continue;
+    }
     ScanResult r;
     RescanLuns(t, &r);
   }
@@ -363,10 +415,14 @@ Json TreeServer::HandleLogout(const Json& request, bool* last) {
 bool TreeServer::Handle(int fd) {
   if (!PeerIsThisUser(fd)) {
     Log(LogLevel::kWarning, "control connection from another user refused");
+    close(fd);
     return true;
   }
   Result<Json> request = ReceiveMessage(fd, std::chrono::seconds(10));
-  if (!request.ok()) return true;
+  if (!request.ok()) {
+    close(fd);
+    return true;
+  }
   const std::string op = request->value("op", std::string());
   Json reply;
   if (op == "login") {
@@ -387,28 +443,68 @@ bool TreeServer::Handle(int fd) {
   } else if (op == "status") {
     reply = StatusJson();
   } else if (op == "rescan") {
-    reply = Rescan().ToJson();
-    reply["root"] = o_.paths.root;
+    QueueRescan(fd);
+    return true;
   } else {
     reply = ReplyFor(Status::InvalidArgument("unknown control request " + op));
   }
   SendMessage(fd, reply).IgnoreError();  // a client that went away needs no answer
+  close(fd);
   return true;
 }
 
-void TreeServer::ControlMain() {
+void TreeServer::QueueRescan(int fd) {
+  MutexLock lock(&watch_mu_);
+  rescans_.push_back(fd);
+  watch_cv_.SignalAll();
+}
+
+void TreeServer::WatchMain() {
   using Clock = std::chrono::steady_clock;
   Clock::time_point next_watch = Clock::now() + kLunWatchInterval;
   for (;;) {
-    const Clock::time_point now = Clock::now();
-    if (now >= next_watch) {
-      RescanChangedLuns();
-      next_watch = now + kLunWatchInterval;
+    std::vector<int> rescans;
+    {
+      MutexLock lock(&watch_mu_);
+      while (!watch_stop_ && rescans_.empty() && Clock::now() < next_watch) {
+        watch_cv_.WaitFor(&watch_mu_, next_watch - Clock::now());
+      }
+      if (watch_stop_) {
+        // The tree is going: a rescan still asked for gets no reply.
+        for (int fd : rescans_) {
+          if (fd >= 0) close(fd);
+        }
+        rescans_.clear();
+        return;
+      }
+      rescans.swap(rescans_);
     }
-    const auto wait =
-        std::chrono::ceil<std::chrono::milliseconds>(next_watch - Clock::now()).count();
+    if (rescans.empty()) {
+      RescanChangedLuns();
+      next_watch = Clock::now() + kLunWatchInterval;
+      continue;
+    }
+    // One rescan answers every request that waited for it.
+    Json reply = Rescan().ToJson();
+    reply["root"] = o_.paths.root;
+    for (int fd : rescans) {
+      if (fd < 0) {
+        Log(LogLevel::kInfo, "rescan: added " + reply["added"].dump() + ", removed " +
+                                 reply["removed"].dump() + ", LUNs added " +
+                                 reply["luns_added"].dump() + ", LUNs removed " +
+                                 reply["luns_removed"].dump());
+        continue;
+      }
+      SendMessage(fd, reply).IgnoreError();
+      close(fd);
+    }
+  }
+}
+
+void TreeServer::ControlMain() {
+  for (;;) {
     pollfd fds[2] = {{wake_[0], POLLIN, 0}, {listen_fd_, POLLIN, 0}};
-    const int ready = poll(fds, 2, static_cast<int>(std::max<int64_t>(wait, 0)));
+    const int ready = poll(fds, 2, -1);
     if (ready < 0) {
       if (errno == EINTR) continue;
       Log(LogLevel::kError, std::string("control thread: ") + std::strerror(errno));
@@ -417,11 +513,7 @@ void TreeServer::ControlMain() {
     if (fds[0].revents) {
       char c = 0;
       if (read(wake_[0], &c, 1) == 1 && c == 'q') return;
-      const Json scan = Rescan().ToJson();
-      Log(LogLevel::kInfo, "rescan: added " + scan["added"].dump() + ", removed " +
-                               scan["removed"].dump() + ", LUNs added " +
-                               scan["luns_added"].dump() + ", LUNs removed " +
-                               scan["luns_removed"].dump());
+      QueueRescan(-1);
     }
     if (fds[1].revents) {
       const int fd = accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC);
@@ -433,7 +525,6 @@ void TreeServer::ControlMain() {
         pthread_kill(main_thread_, SIGTERM);
         return;
       }
-      close(fd);
     }
   }
 }
@@ -508,6 +599,7 @@ Status TreeServer::Serve(const std::vector<LoginSpec>& initial, ReadyReporter* r
     // Started while the signals are blocked: it and the sessions it opens leave them to the
     // FUSE loop's thread.
     control = std::thread([this] { ControlMain(); });
+    watch_ = std::thread([this] { WatchMain(); });
     blocked.Unblock();
     Log(LogLevel::kInfo, "serving the tree " + o_.paths.root);
     if (ready) ready->Ready();
@@ -518,6 +610,13 @@ Status TreeServer::Serve(const std::vector<LoginSpec>& initial, ReadyReporter* r
     const char quit = 'q';
     (void)!write(wake_[1], &quit, 1);
     control.join();
+    {
+      MutexLock lock(&watch_mu_);
+      watch_stop_ = true;
+      watch_cv_.SignalAll();
+    }
+    // Waits for a rescan under way, as the control thread did when it ran them.
+    watch_.join();
   }
   if (listen_fd_ >= 0) close(listen_fd_);
   // A login that finds no socket from now on waits for this lock, then for the unmount. Not

@@ -1,7 +1,11 @@
 // ServeTree: the process serving a tree of targets, ROOT/<target-iqn>/lun<N> (tree_file_system.h):
 // the session daemon that `iser-connect login` starts, and a whole-portal mount. It holds every
 // session of the tree and answers the control protocol (control.h) on its socket
-// (tree_paths.h), one connection at a time: logins, logouts, status and rescans.
+// (tree_paths.h), one connection at a time: logins, logouts, status and rescans. Rescans and the
+// LUN watch below send their SCSI commands from a thread of their own, which replies to a rescan
+// request when it is done: a target in recovery, whose commands wait up to its replacement
+// timeout, delays only them, never the answers to status requests nor to logins and logouts of
+// other targets.
 //
 // Start: the initial logins (or, for a whole-portal mount, a SendTargets discovery and a login to
 // every target reported) happen before anything is mounted; then the tree is mounted, the control

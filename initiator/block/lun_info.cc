@@ -35,7 +35,30 @@ Result<std::vector<uint8_t>> Vpd(Session& s, uint64_t lun, uint8_t page) {
   return buf;
 }
 
+// A command the LUN does not support or whose CDB it finds wrong (ILLEGAL REQUEST), as
+// opposed to one that could not be carried out.
+bool Refused(const Status& st) {
+  return st.code() == StatusCode::kNotSupported || st.code() == StatusCode::kInvalidArgument;
+}
+
 }  // namespace
+
+Result<LunIdentity> ReadLunIdentity(Session& s, uint64_t lun) {
+  LunIdentity id;
+  Result<std::vector<uint8_t>> p = Vpd(s, lun, 0x83);
+  if (p.ok()) {
+    if (auto d = scsi::ParseDeviceIdentification(*p); d.ok()) id.identifier = *d;
+  } else if (!Refused(p.status())) {
+    return p.status();
+  }
+  p = Vpd(s, lun, 0x80);
+  if (p.ok()) {
+    if (auto serial = scsi::ParseUnitSerialNumber(*p); serial.ok()) id.serial = *serial;
+  } else if (!Refused(p.status())) {
+    return p.status();
+  }
+  return id;
+}
 
 Result<std::vector<uint64_t>> ReportLuns(Session& session) {
   std::vector<uint8_t> buf(16384);
@@ -53,9 +76,7 @@ Result<scsi::Capacity> ReadLunCapacity(Session& s, uint64_t lun) {
   scsi::ReadCapacity16(t, buf.data());
   Status st = Run(s, t, lun);
   if (st.ok()) return scsi::ParseReadCapacity16(buf);
-  if (st.code() != StatusCode::kNotSupported && st.code() != StatusCode::kInvalidArgument) {
-    return st;
-  }
+  if (!Refused(st)) return st;
   Task t10;
   scsi::ReadCapacity10(t10, buf.data());
   ISER_RETURN_IF_ERROR(Run(s, t10, lun));

@@ -40,6 +40,16 @@ struct LunInfo {
 };
 
 Result<LunInfo> ProbeLun(Session& session, uint64_t lun);
+
+// What names a LUN, to tell it from another one created later under its number: LunInfo's
+// identifier and serial.
+struct LunIdentity {
+  std::string identifier;  // the Device Identification VPD page's (0x83) designator
+  std::string serial;      // the Unit Serial Number (VPD 0x80)
+};
+// Two INQUIRY commands, for a check cheaper than ProbeLun's nine. A page the LUN refuses is
+// empty; any other failure of either command fails.
+Result<LunIdentity> ReadLunIdentity(Session& session, uint64_t lun);
 // READ CAPACITY(16), or (10) where the LUN has no (16).
 Result<scsi::Capacity> ReadLunCapacity(Session& session, uint64_t lun);
 Result<std::vector<uint64_t>> ReportLuns(Session& session);

@@ -5,7 +5,8 @@
 # set but what a user's session has (HOME, XDG_RUNTIME_DIR; no ISER_CONNECT_RUNTIME_DIR), login
 # serves the tree in $XDG_RUNTIME_DIR/iser-connect, the data written through it reads back,
 # `session` lists it, `logout --all` unmounts it and nothing is left: no process, no mount, no
-# state. tgtd runs inside the namespace too (tests/harness/tgt.sh needs no privilege).
+# state. /run's iser-connect entries, which root's own use may have made, stay as they were. tgtd
+# runs inside the namespace too (tests/harness/tgt.sh needs no privilege).
 #
 # Runs as root (CTest in CI does) and switches to nobody itself. What nobody runs is copied to a
 # directory nobody can read first: a fresh clone may sit in a folder only root can enter.
@@ -21,7 +22,8 @@ inner() {
   [ -z "${ISER_CONNECT_RUNTIME_DIR:-}" ] || fail "ISER_CONNECT_RUNTIME_DIR is set"
 
   local iqn=iqn.2026-11.test:rootless root=$XDG_RUNTIME_DIR/iser-connect
-  local state=$XDG_RUNTIME_DIR/iser-connect.d
+  local state=$XDG_RUNTIME_DIR/iser-connect.d run_before
+  run_before=$(run_state)
   tgt_start
   tgt_target 1 "$iqn"
   tgt_lun 1 1 32M
@@ -31,7 +33,8 @@ inner() {
   grep -qF " $root " /proc/self/mountinfo || fail "$root is not mounted"
   [ -f "$root/$iqn/lun1" ] || fail "no $root/$iqn/lun1: $(ls -R "$XDG_RUNTIME_DIR")"
   [ "$(stat -c %a "$state")" = 700 ] || fail "state directory $state: mode $(stat -c %a "$state")"
-  [ ! -e /run/iser-connect ] && [ ! -e /run/iser-connect.d ] || fail "something was made in /run"
+  [ "$(run_state)" = "$run_before" ] ||
+    fail "something was made or changed in /run: before: $run_before, now: $(run_state)"
   dd if=/dev/urandom of="$ROOTLESS_DIR/data" bs=1M count=4 status=none
   timeout 60 dd if="$ROOTLESS_DIR/data" of="$root/$iqn/lun1" bs=1M conv=fsync,notrunc status=none
   cmp -n $((4 << 20)) "$ROOTLESS_DIR/data" "$root/$iqn/lun1" || fail "read back through the tree"
@@ -50,6 +53,17 @@ inner() {
   [ -z "$(ls -A "$state")" ] || fail "state left in $state: $(ls -A "$state")"
   wait_for 20 no_daemon || fail "a session daemon is still running: $(daemons)"
   echo "logout --all: unmounted, nothing left: ok"
+}
+
+# /run's iser-connect entries, each with its inode and times, or that it cannot be seen (absent,
+# or root's own mount, which no other user may look into: each side compares only with what it
+# saw itself). Root may have used iser-connect on this machine, so they may exist: this test must
+# neither make nor change them.
+run_state() {
+  local p
+  for p in /run/iser-connect /run/iser-connect.d; do
+    stat -c '%n %i %y %z' "$p" 2>/dev/null || echo "$p: absent or not ours to see"
+  done
 }
 
 # The processes started by `ic` (the session daemon among them), by a marker in their environment
@@ -87,6 +101,7 @@ HARNESS=$(cd "$(dirname "$0")/../harness" && pwd)
 cp "$HARNESS/functions.sh" "$HARNESS/tgt.sh" "$HARNESS/free_port.py" "$ROOTLESS_DIR/harness/"
 cp "$0" "$ROOTLESS_DIR/rootless.sh"
 cp "$ISER_CONNECT" "$ROOTLESS_DIR/iser-connect"
+run_before=$(run_state)
 chmod -R a+rX "$ROOTLESS_DIR"
 chown nobody:nogroup "$ROOTLESS_DIR" "$ROOTLESS_DIR/home" "$ROOTLESS_DIR/xdg"
 chmod 0700 "$ROOTLESS_DIR/xdg"
@@ -104,4 +119,6 @@ rc=0
     unshare -rnm bash "$ROOTLESS_DIR/rootless.sh") || rc=$?
 [ "$rc" = 0 ] || fail "as nobody in unshare -rnm: exit $rc"
 wait_for 10 no_daemon || fail "processes left: $(daemons)"
+[ "$(run_state)" = "$run_before" ] ||
+  fail "something was made or changed in /run: before: $run_before, after: $(run_state)"
 echo PASS

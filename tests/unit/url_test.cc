@@ -159,11 +159,18 @@ TEST(Url, Ipv6ZoneIsPercent25) {
   EXPECT_EQ(u->portal.host, "fe80::1%eth0");
   EXPECT_EQ(u->portal.port, 3262);
   EXPECT_EQ(u->Redacted(), "iscsi://[fe80::1%25eth0]:3262/iqn.x/1");
-  // What discover prints, pasted into a URL: a '%' not followed by "25" is the delimiter too.
-  u = ParseIscsiUrl("iser://alice%secret@[fe80::1%eth0]/iqn.x");
+  u = ParseIscsiUrl("iser://alice%secret@[fe80::1%25eth0]/iqn.x");
   ASSERT_TRUE(u.ok()) << u.status().ToString();
   EXPECT_EQ(u->portal.host, "fe80::1%eth0");
   EXPECT_EQ(u->password, "secret");
+  // "%25" is the delimiter, always: what follows is the zone, "1" here, never "251".
+  u = ParseIscsiUrl("iscsi://[fe80::1%251]/iqn.x");
+  ASSERT_TRUE(u.ok()) << u.status().ToString();
+  EXPECT_EQ(u->portal.host, "fe80::1%1");
+  EXPECT_EQ(u->Redacted(), "iscsi://[fe80::1%251]:3260/iqn.x");
+  u = ParseIscsiUrl("iscsi://[fe80::1%2525]/iqn.x");
+  ASSERT_TRUE(u.ok()) << u.status().ToString();
+  EXPECT_EQ(u->portal.host, "fe80::1%25") << "the delimiter, then the zone \"25\"";
   // The zone itself may be escaped; it must decode to a valid zone.
   u = ParseIscsiUrl("iscsi://[fe80::1%25eth%2D0]/iqn.x");
   ASSERT_TRUE(u.ok()) << u.status().ToString();
@@ -172,12 +179,60 @@ TEST(Url, Ipv6ZoneIsPercent25) {
   ASSERT_TRUE(u.ok()) << u.status().ToString();
   EXPECT_EQ(u->alternate_portals, (std::vector<Portal>{{"fe80::2%eth1", 3261}}));
   EXPECT_EQ(u->Redacted(), "iscsi://h:3260/iqn.x?portal=[fe80::2%25eth1]:3261");
+  // The same in portal= arguments: "%25", then the zone.
+  u = ParseIscsiUrl("iscsi://h/iqn.x?portal=[fe80::2%251]:3261&portal=[fe80::3%2525]");
+  ASSERT_TRUE(u.ok()) << u.status().ToString();
+  EXPECT_EQ(u->alternate_portals, (std::vector<Portal>{{"fe80::2%1", 3261}, {"fe80::3%25", 3260}}));
   auto message = [](const char* url) { return ParseIscsiUrl(url).status().message(); };
   EXPECT_NE(message("iscsi://[fe80::1%25]/iqn.x").find("empty zone"), std::string::npos);
   EXPECT_NE(message("iscsi://[fe80::1%25eth%2F0]/iqn.x").find("bad zone 'eth/0'"),
             std::string::npos);
   EXPECT_NE(message("iscsi://[fe80::1%25eth%zz]/iqn.x").find("percent-escape in the zone"),
             std::string::npos);
+}
+
+// RFC 6874 writes the zone delimiter "%25" in a URI; a bare '%' there starts a percent-escape and
+// cannot end an address. Taking it as the delimiter too made "[fe80::1%251]", zone "251" as
+// iscsiadm writes it, silently zone "1": a URL is read one way only, and the error shows that way.
+TEST(Url, BarePercentBeforeAZoneIsAnErrorShowingThePercent25Form) {
+  auto message = [](const std::string& url) { return ParseIscsiUrl(url).status().message(); };
+  struct Case {
+    const char* url;
+    const char* bad;    // the text the message quotes
+    const char* right;  // the form it proposes
+  };
+  for (const Case& c : {
+           Case{"iscsi://[fe80::1%eth0]/iqn.x", "[fe80::1%eth0]", "[fe80::1%25eth0]"},
+           Case{"iscsi://[fe80::1%1]:3261/iqn.x/2", "[fe80::1%1]:3261", "[fe80::1%251]:3261"},
+           Case{"iser://alice%secret@[fe80::1%2eth0]/iqn.x", "[fe80::1%2eth0]",
+                "[fe80::1%252eth0]"},
+           Case{"iscsi://h/iqn.x?portal=[fe80::2%eth1]:3261", "[fe80::2%eth1]:3261",
+                "[fe80::2%25eth1]:3261"},
+           Case{"iscsi://h/iqn.x?portal=[fe80::2%12]", "[fe80::2%12]", "[fe80::2%2512]"},
+           Case{"iscsi://fe80::1%eth0/iqn.x", "fe80::1%eth0", "[fe80::1%25eth0]"},
+           Case{"iscsi://fe80::1%eth0:3261/iqn.x", "fe80::1%eth0:3261", "[fe80::1%25eth0]:3261"},
+           Case{"iscsi://h/iqn.x?portal=fe80::2%25eth1", "fe80::2%25eth1", "[fe80::2%25eth1]"},
+       }) {
+    const std::string m = message(c.url);
+    EXPECT_NE(m.find(std::string("'") + c.bad + "'"), std::string::npos) << c.url << ": " << m;
+    EXPECT_NE(m.find(std::string("write ") + c.right), std::string::npos) << c.url << ": " << m;
+    EXPECT_NE(m.find("%25"), std::string::npos) << c.url << ": " << m;
+    EXPECT_EQ(m.find("secret"), std::string::npos) << m;
+  }
+}
+
+// Without brackets and two colons a '%' is no zone: a host name is refused as a host, not with
+// advice about IPv6 zones, and an escaped IPv4 portal still reads.
+TEST(Url, PercentOutsideAnIpv6AddressIsNoZone) {
+  Result<IscsiUrl> u = ParseIscsiUrl("iscsi://ho%73t/iqn.x");
+  ASSERT_FALSE(u.ok());
+  EXPECT_NE(u.status().message().find("bad host"), std::string::npos) << u.status().ToString();
+  EXPECT_EQ(u.status().message().find("%25"), std::string::npos) << u.status().ToString();
+  u = ParseIscsiUrl("iscsi://h/iqn.x?portal=10.0.0.1%3A3261");
+  ASSERT_TRUE(u.ok()) << u.status().ToString();
+  ASSERT_EQ(u->alternate_portals.size(), 1u);
+  EXPECT_EQ(u->alternate_portals[0].host, "10.0.0.1");
+  EXPECT_EQ(u->alternate_portals[0].port, 3261);
 }
 
 TEST(Url, PasswordsArePercentDecodedAndKeptOutOfErrors) {
