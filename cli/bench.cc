@@ -143,6 +143,8 @@ void Bench::Issue(Slot& s) {
   r.op = write ? IoOp::kWrite : IoOp::kRead;
   r.length = cfg_.bs;
   r.buffer = s.buf;
+  // The slot's buffer holds only this LUN's bytes; a verifying run wants every byte placed.
+  r.keeps_unplaced_bytes = !ledger_;
   if (ledger_) {
     s.block = ledger_->ClaimFrom(s.block);
     s.generation = write ? ledger_->NextGeneration(s.block) : ledger_->generation(s.block);

@@ -176,6 +176,7 @@ void BlockDevice::Submit(IoRequest* req) {
   } else {
     scsi::Write(t, lba, blocks, req->buffer, req->length, req->fua);
   }
+  t.keeps_unplaced_bytes = req->keeps_unplaced_bytes;
   t.lun = info_.lun;
   t.context = req;
   t.on_complete = [](Task* task) {

@@ -46,6 +46,7 @@ struct IoRequest {
   uint32_t length = 0;  // bytes, multiple of the logical block size, <= max_transfer_bytes
   uint8_t* buffer = nullptr;
   bool fua = false;
+  bool keeps_unplaced_bytes = false;  // Task::keeps_unplaced_bytes
   void (*on_complete)(IoRequest* req, const Status& status) = nullptr;
   void* context = nullptr;
   // BlockDevice internals.

@@ -39,6 +39,11 @@ struct Task {
   uint32_t transfer_length = 0;  // Expected Data Transfer Length, bytes
   TaskCallback on_complete = nullptr;
   void* context = nullptr;  // for the submitter
+  // A read into a buffer that holds nothing its caller may not see (only its own earlier reads
+  // of this LUN): a transport that would zero it first, so that bytes a target answering GOOD
+  // did not place read as zeroes and never as what the buffer held (iSER's directly registered
+  // reads), may skip that pass. Off unless the submitter owns the buffer that way.
+  bool keeps_unplaced_bytes = false;
 
   // Result, valid in on_complete.
   Status status;  // transport or session failure; OK when a SCSI status arrived

@@ -8,8 +8,9 @@
 // stale or out-of-range STag fails with a remote access error instead of touching our memory.
 // A read starts zeroed, through a slot or in a caller's buffer registered for it, so what the
 // target does not write reads as zeroes, never an earlier command's bytes (a target may answer
-// GOOD without writing); in a caller's buffer registered for a read, the bytes the target says
-// it did not write (the residual, or all of them when the command failed) are zeroed again at
+// GOOD without writing), unless the caller waived it for a buffer that holds only its own bytes
+// (Task::keeps_unplaced_bytes); in a caller's buffer registered for a read, the bytes the target
+// says it did not write (the residual, or all of them when the command failed) are zeroed again at
 // Revoke. An ITT slot still exposed is never overwritten: Expose refuses it.
 // Where the bytes are:
 //  - commands of at least kDirectBytes: in the caller's buffer, registered for this command and
