@@ -9,9 +9,7 @@
 // The memlock budget is settled for good once read (as in iser_memlock_test.cc, whose header
 // says how the limit is made to bite as root), so this test has a binary of its own.
 #include <gtest/gtest.h>
-#include <linux/capability.h>
 #include <sys/resource.h>
-#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -28,10 +26,12 @@
 #include "initiator/session/session.h"
 #include "initiator/transport/iser/iser_memory.h"
 #include "tests/integration/fake_iser_target.h"
+#include "tests/integration/ipc_lock.h"
 
 namespace iser {
 namespace {
 
+using test::DropIpcLock;
 using test::FakeIserTarget;
 using test::FakePdu;
 using test::ResponseHeader;
@@ -40,16 +40,6 @@ using Clock = std::chrono::steady_clock;
 constexpr uint16_t kPort = 3260;  // the test runs in a network namespace of its own
 constexpr size_t kLimit = 8 << 20;
 constexpr int kReads = 100;
-
-std::string DropIpcLock() {
-  __user_cap_header_struct header{_LINUX_CAPABILITY_VERSION_3, 0};
-  __user_cap_data_struct data[_LINUX_CAPABILITY_U32S_3]{};
-  if (syscall(SYS_capget, &header, data) != 0) return std::string("capget: ") + strerror(errno);
-  data[CAP_TO_INDEX(CAP_IPC_LOCK)].effective &= ~CAP_TO_MASK(CAP_IPC_LOCK);
-  data[CAP_TO_INDEX(CAP_IPC_LOCK)].permitted &= ~CAP_TO_MASK(CAP_IPC_LOCK);
-  if (syscall(SYS_capset, &header, data) != 0) return std::string("capset: ") + strerror(errno);
-  return "";
-}
 
 Bhs Answer(Opcode op, FakeIserTarget& t, const FakePdu& req) {
   const uint32_t cmdsn = req.bhs.u32(bhs::kCmdSN);

@@ -16,9 +16,7 @@
 // windows): the connection takes about 1 MiB of buffers, which leaves room for five or six
 // 512 KiB registrations at once, and 24 commands of 512 KiB are sent at once.
 #include <gtest/gtest.h>
-#include <linux/capability.h>
 #include <sys/resource.h>
-#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -37,10 +35,12 @@
 #include "initiator/session/session.h"
 #include "initiator/transport/iser/iser_memory.h"
 #include "tests/harness/tgt_fixture.h"
+#include "tests/integration/ipc_lock.h"
 
 namespace iser {
 namespace {
 
+using test::DropIpcLock;
 using test::TgtFixture;
 using test::TgtLld;
 using Clock = std::chrono::steady_clock;
@@ -57,18 +57,6 @@ bool InInitialUserNamespace() {
   uint64_t inside = 1, outside = 1, count = 0;
   return !(map >> inside >> outside >> count) ||
          (inside == 0 && outside == 0 && count == 4294967295u);
-}
-
-// CAP_IPC_LOCK out of this thread's effective and permitted sets (capabilities are per thread:
-// threads started from here on inherit its sets).
-std::string DropIpcLock() {
-  __user_cap_header_struct header{_LINUX_CAPABILITY_VERSION_3, 0};
-  __user_cap_data_struct data[_LINUX_CAPABILITY_U32S_3]{};
-  if (syscall(SYS_capget, &header, data) != 0) return std::string("capget: ") + strerror(errno);
-  data[CAP_TO_INDEX(CAP_IPC_LOCK)].effective &= ~CAP_TO_MASK(CAP_IPC_LOCK);
-  data[CAP_TO_INDEX(CAP_IPC_LOCK)].permitted &= ~CAP_TO_MASK(CAP_IPC_LOCK);
-  if (syscall(SYS_capset, &header, data) != 0) return std::string("capset: ") + strerror(errno);
-  return "";
 }
 
 struct Batch {
