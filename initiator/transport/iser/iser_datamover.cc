@@ -476,13 +476,14 @@ void IserDatamover::Retire(Task* task) {
 void IserDatamover::Fail(Status status) {
   if (failed_) return;
   StopConnection();
-  if (events_ != nullptr)
-    events_->OnConnectionError(status.WithContext("connection " + Describe()));
+  ReportFailure(status);
 }
 
 void IserDatamover::ReportDeferredFailure() {
-  if (unreported_failure_.ok()) return;
-  const Status status = std::exchange(unreported_failure_, Status::OK());
+  if (!unreported_failure_.ok()) ReportFailure(std::exchange(unreported_failure_, Status::OK()));
+}
+
+void IserDatamover::ReportFailure(const Status& status) {
   if (events_ != nullptr)
     events_->OnConnectionError(status.WithContext("connection " + Describe()));
 }

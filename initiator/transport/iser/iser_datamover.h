@@ -117,6 +117,7 @@ class IserDatamover final : public Datamover, private IoLoopEvents {
   void StopConnection();
   // What Retire could not report at once (OnRoundEnd reports it).
   void ReportDeferredFailure();
+  void ReportFailure(const Status& status);
 
   std::string peer_;
   // Destroyed in reverse: the loop (and its thread) first, the resources last.
