@@ -1,8 +1,7 @@
 // The datamover contract suite: what initiator/transport/datamover.h promises the session, tested
 // once, to be run on every datamover. tests/unit/datamover_contract_test.cc runs it on epoll,
-// io_uring and the fake the session tests use; the iSER peer (a scripted iSER target over
-// softrdma) is not part of it yet: its queued-command cases overran the scripted target's
-// receives (issue 29's note).
+// io_uring and the fake the session tests use; tests/integration/iser_datamover_contract_test.cc
+// on iSER (a scripted iSER target over softrdma).
 // The session's own tests run on the fake datamover, which copies every header and byte when they
 // are queued; the real datamovers read them later, so only a test against the contract itself
 // shows whether they keep it. The clauses:

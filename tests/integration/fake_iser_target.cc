@@ -37,8 +37,9 @@ FakeLoginBehavior FakeIserTarget::IserLogin() {
   return login;
 }
 
-FakeIserTarget::FakeIserTarget(uint16_t port, FakeLoginBehavior login, Script script)
-    : memory_(kDataOffset + kDataBytes) {
+FakeIserTarget::FakeIserTarget(uint16_t port, FakeLoginBehavior login, Script script,
+                               uint8_t rnr_retry)
+    : memory_(kDataOffset + kDataBytes), rnr_retry_(rnr_retry) {
   if (!Listen(port)) return;
   thread_ = std::thread(
       [this, login = std::move(login), script = std::move(script)] { Run(login, script); });
@@ -127,7 +128,7 @@ bool FakeIserTarget::Accept() {
   param.responder_resources = 1;
   param.initiator_depth = 1;
   param.retry_count = 5;
-  param.rnr_retry_count = 0;  // as tgt: the initiator must never send without a receive posted
+  param.rnr_retry_count = rnr_retry_;
   if (rdma_accept(id_, &param) != 0) return false;
   rdma_cm_event* established = nullptr;
   if (!next_event(RDMA_CM_EVENT_ESTABLISHED, &established)) return false;

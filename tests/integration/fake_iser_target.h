@@ -5,9 +5,10 @@
 //
 // It listens for RDMA CM on 127.0.0.1:port (run it under tests/harness/iser-netns: softrdma in
 // front, a network namespace of its own), accepts one connection the way tgt does (one login
-// receive, rnr_retry 0), answers the login with the iSER key set, then runs the test's script on
-// its own thread with blocking helpers: read the initiator's SENDs with their iSER headers, send
-// PDUs or raw bytes, and move data with RDMA WRITE/READ, each returning its completion status.
+// receive, rnr_retry 0 unless the test asks otherwise), answers the login with the iSER key set,
+// then runs the test's script on its own thread with blocking helpers: read the initiator's SENDs
+// with their iSER headers, send PDUs or raw bytes, and move data with RDMA WRITE/READ, each
+// returning its completion status.
 #pragma once
 
 #include <infiniband/verbs.h>
@@ -38,7 +39,10 @@ class FakeIserTarget : public FakeTargetBase {
  public:
   using Script = std::function<void(FakeIserTarget& t)>;
 
-  FakeIserTarget(uint16_t port, FakeLoginBehavior login, Script script);
+  // `rnr_retry`: how often the initiator's SEND is retried when no receive of ours is posted
+  // (the accept's rnr_retry_count). 0 as tgt: such a SEND fails the connection. 7 (for ever), as
+  // an RC NIC may be told: the initiator's sends wait while the script does not read.
+  FakeIserTarget(uint16_t port, FakeLoginBehavior login, Script script, uint8_t rnr_retry = 0);
   ~FakeIserTarget() override;
 
   // Empty once the target listens; otherwise what went wrong.
@@ -82,6 +86,7 @@ class FakeIserTarget : public FakeTargetBase {
   IserStags stags_;
   uint64_t next_wr_id_ = 1;
   size_t next_receive_ = 0;
+  uint8_t rnr_retry_ = 0;
   std::atomic<bool> stop_{false};  // set by the destructor while the script thread polls
   std::thread thread_;
 };
