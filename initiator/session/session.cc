@@ -359,7 +359,6 @@ void Session::Complete(Task* t) {
 }
 
 void Session::Finish(Task* t) {
-  progress_ = true;
   if (t->scsi_status != 0) {
     const RetryDecision d = DecideScsiRetry(*t);
     if (d.capacity_changed) capacity_changes_.fetch_add(1);
@@ -374,6 +373,9 @@ void Session::Finish(Task* t) {
       return;
     }
   }
+  // Only an answer that ends a command is progress: a unit attention retried after each login,
+  // as a target gives after a reset, is not.
+  progress_ = true;
   CountCompleted(*t);
   Complete(t);
 }

@@ -175,6 +175,9 @@ class Session final : private DatamoverEvents {
   bool BeingAborted(const Task* task) const;
   // A LOGICAL UNIT RESET to this LUN is outstanding, or waits for room to be sent.
   bool LunBeingReset(uint64_t lun) const;
+  // Whether the slot's command is covered by a LUN reset under way (its escalation's last step
+  // before a reconnect).
+  bool CoveredByLunReset(uint32_t slot) const;
   // Another task management request fits in the datamover's receives (Dispatch's gate).
   bool RoomForTaskManagement() const;
   // No longer waits for the answer to this function: an answer that still comes is late, not a
@@ -259,6 +262,8 @@ class Session final : private DatamoverEvents {
     Task* task;
     Clock::time_point first_sent;
     uint8_t replays;
+    // Its escalation had reached the LUN reset when the connection was lost.
+    bool lun_reset = false;
   };
   // Those of the tasks waiting to be replayed, until SendTask takes them back into a slot.
   std::vector<ReplayLife> replay_lives_;

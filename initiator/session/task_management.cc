@@ -55,6 +55,10 @@ bool Session::BeingAborted(const Task* task) const {
   return slot_abort_[task->itt & (kSlots - 1)] == kAbortTask;
 }
 
+bool Session::CoveredByLunReset(uint32_t slot) const {
+  return slot_abort_[slot] == kLogicalUnitReset;
+}
+
 bool Session::LunBeingReset(uint64_t lun) const {
   return std::any_of(tmfs_.begin(), tmfs_.end(),
                      [&](const TaskManagement& m) {

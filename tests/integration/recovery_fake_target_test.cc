@@ -19,6 +19,7 @@
 #include <semaphore>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "initiator/base/log.h"
@@ -84,9 +85,9 @@ struct PendingRead {
   std::binary_semaphore done{0};
   SteadyClock::time_point completed;
 
-  void Submit(Session& s) {
+  void Submit(Session& s, uint64_t lun = 1) {
     scsi::Read(task, kLba, kReadBytes / 512, buf.data(), kReadBytes);
-    task.lun = 1;
+    task.lun = lun;
     task.context = this;
     task.on_complete = [](Task* t) {
       auto* self = static_cast<PendingRead*>(t->context);
@@ -523,6 +524,19 @@ void LoginThenSilence(FakeConnection& c) {
   }
 }
 
+// Answers the command with CHECK CONDITION, UNIT ATTENTION "power on or reset occurred".
+void SendUnitAttention(FakeConnection& c, const FakePdu& command) {
+  const uint32_t cmdsn = command.bhs.u32(bhs::kCmdSN);
+  Bhs ua = ResponseHeader(Opcode::kScsiResponse, command.bhs.itt(), c.next_statsn(), cmdsn + 1,
+                          cmdsn + 64);
+  ua.b[3] = 0x02;  // CHECK CONDITION
+  // SenseLength, then fixed-format sense: UNIT ATTENTION, 29/00.
+  const std::vector<uint8_t> sense = {0, 18, 0x70, 0, 0x06, 0, 0, 0, 0, 10,
+                                      0, 0,  0,    0, 0x29, 0, 0, 0, 0, 0};
+  ua.set_data_segment_length(static_cast<uint32_t>(sense.size()));
+  c.Send(ua, sense);
+}
+
 // Logs in, answers NOP-Outs, and every SCSI Command with a PDU no target may send. Its
 // connections die young: the losses were "in a row" before too, and this guards that.
 void LoginThenMalformedAnswers(FakeConnection& c) {
@@ -534,6 +548,29 @@ void LoginThenMalformedAnswers(FakeConnection& c) {
       Bhs nop = ResponseHeader(Opcode::kNopIn, pdu.bhs.itt(), c.next_statsn(), cmdsn, cmdsn + 64);
       nop.set_u32(bhs::kTtt, kReservedTag);
       c.Send(nop);
+    } else if (pdu.bhs.opcode() == Opcode::kScsiCommand) {
+      Bhs garbage;
+      garbage.b[0] = 0x01;
+      c.Send(garbage);
+    }
+  }
+}
+
+// LoginThenMalformedAnswers, but the first command of each connection gets CHECK CONDITION, UNIT
+// ATTENTION "power on or reset occurred" first, as after a reset: a retried unit attention is no
+// progress, so the losses are still in a row.
+void LoginThenUnitAttentionThenMalformedAnswers(FakeConnection& c) {
+  if (!c.Login(LoginWithTime2Wait(0))) return;
+  bool first_command = true;
+  FakePdu pdu;
+  while (c.Read(&pdu)) {
+    const uint32_t cmdsn = pdu.bhs.u32(bhs::kCmdSN);
+    if (pdu.bhs.opcode() == Opcode::kNopOut && pdu.bhs.itt() != kReservedTag) {
+      Bhs nop = ResponseHeader(Opcode::kNopIn, pdu.bhs.itt(), c.next_statsn(), cmdsn, cmdsn + 64);
+      nop.set_u32(bhs::kTtt, kReservedTag);
+      c.Send(nop);
+    } else if (pdu.bhs.opcode() == Opcode::kScsiCommand && std::exchange(first_command, false)) {
+      SendUnitAttention(c, pdu);
     } else if (pdu.bhs.opcode() == Opcode::kScsiCommand) {
       Bhs garbage;
       garbage.b[0] = 0x01;
@@ -622,8 +659,101 @@ TEST(RecoveryFakeTarget, ACommandAnsweredWithAMalformedPduEndsAcrossReplays) {
   ExpectTheCommandEndsAcrossReplays(LoginThenMalformedAnswers, "unknown opcode 0x01");
 }
 
+TEST(RecoveryFakeTarget, ACommandAnsweredWithAUnitAttentionThenAMalformedPduEndsAcrossReplays) {
+  ExpectTheCommandEndsAcrossReplays(LoginThenUnitAttentionThenMalformedAnswers,
+                                    "unknown opcode 0x01");
+}
+
 TEST(RecoveryFakeTarget, ACommandToATargetThatAsksForALogoutAfterEveryLoginEndsAcrossReplays) {
   ExpectTheCommandEndsAcrossReplays(LoginThenAskForLogout, "asked us to log out");
+}
+
+// Logs in and answers NOP-Outs; the first command of each connection gets CHECK CONDITION, UNIT
+// ATTENTION "power on or reset occurred" (as after the LUN reset and reconnect before), then
+// LUN 0's READs their data, while LUN 1's commands and every task management request stay
+// unanswered: a LUN that stalls behind a target that is otherwise well (issue 29, item 7, as a
+// review found it: a retried unit attention, or another LUN's traffic, counted as the stalled
+// command's progress).
+void StalledLunOne(FakeConnection& c) {
+  if (!c.Login(LoginWithTime2Wait(0))) return;
+  bool first_command = true;
+  FakePdu pdu;
+  while (c.Read(&pdu)) {
+    const uint32_t cmdsn = pdu.bhs.u32(bhs::kCmdSN);
+    if (pdu.bhs.opcode() == Opcode::kNopOut && pdu.bhs.itt() != kReservedTag) {
+      Bhs nop = ResponseHeader(Opcode::kNopIn, pdu.bhs.itt(), c.next_statsn(), cmdsn, cmdsn + 64);
+      nop.set_u32(bhs::kTtt, kReservedTag);
+      c.Send(nop);
+      continue;
+    }
+    if (pdu.bhs.opcode() != Opcode::kScsiCommand) continue;
+    if (std::exchange(first_command, false)) {
+      SendUnitAttention(c, pdu);
+      continue;
+    }
+    if (pdu.bhs.lun() != EncodeLun(0)) continue;
+    const uint32_t length = pdu.bhs.u32(bhs::kExpectedDataTransferLength);
+    std::vector<uint8_t> data(length);
+    for (size_t i = 0; i < data.size(); ++i) data[i] = Pattern(i);
+    Bhs din =
+        ResponseHeader(Opcode::kDataIn, pdu.bhs.itt(), c.next_statsn(), cmdsn + 1, cmdsn + 64);
+    din.set_flags(kFinalBit | kStatusBit);
+    din.set_u32(bhs::kTtt, kReservedTag);
+    din.set_data_segment_length(length);
+    c.Send(din, data);
+  }
+}
+
+// A command to the stalled LUN ends through its own escalation (abort, LUN reset, reconnect,
+// EIO) whatever else completes: with `lun0_reads`, a reader keeps LUN 0 busy meanwhile.
+void ExpectTheStalledLunsCommandEnds(bool lun0_reads) {
+  FakePortal portal(StalledLunOne);
+  SessionOptions o = OptionsFor(portal.port(), 0);
+  o.nop_interval = 5s;
+  o.nop_timeout = 6s;
+  o.command_timeout = 2s;
+  o.replacement_timeout = 60s;
+  PendingRead stalled;
+  std::atomic<bool> stop{false};
+  std::atomic<int> lun0_done{0};
+  Result<std::unique_ptr<Session>> opened = Session::Open(o);
+  ASSERT_TRUE(opened.ok()) << opened.status().ToString();
+  Session& s = **opened;
+  std::thread reader([&] {
+    while (lun0_reads && !stop) {
+      PendingRead r;
+      r.Submit(s, 0);
+      if (!r.Wait(60s)) return;
+      if (r.task.status.ok()) ++lun0_done;
+      std::this_thread::sleep_for(100ms);
+    }
+  });
+  const auto start = SteadyClock::now();
+  stalled.Submit(s);
+  // Escalation: 2 s to the abort, 2 s to the LUN reset, 4 s to the reconnect.
+  const bool ended = stalled.Wait(40s);
+  stop = true;
+  reader.join();
+  ASSERT_TRUE(ended) << "the stalled LUN's command was replayed over and over (" << lun0_done.load()
+                     << " LUN 0 reads completed meanwhile)";
+  std::printf("the stalled command failed after %.1f s (%d LUN 0 reads meanwhile): %s\n",
+              Seconds(stalled.completed - start), lun0_done.load(),
+              stalled.task.status.ToString().c_str());
+  EXPECT_EQ(stalled.task.status.code(), StatusCode::kIoError) << stalled.task.status.ToString();
+  EXPECT_NE(stalled.task.status.message().find("LOGICAL UNIT RESET"), std::string::npos)
+      << stalled.task.status.ToString();
+  if (lun0_reads) {
+    EXPECT_GT(lun0_done.load(), 0) << "LUN 0 was never read: the test proves less";
+  }
+  s.Close().IgnoreError();
+}
+
+TEST(RecoveryFakeTarget, AStalledCommandEndsThoughEachLoginRetriesAUnitAttention) {
+  ExpectTheStalledLunsCommandEnds(false);
+}
+
+TEST(RecoveryFakeTarget, AStalledCommandEndsThoughAnotherLunMakesProgress) {
+  ExpectTheStalledLunsCommandEnds(true);
 }
 
 }  // namespace
