@@ -298,6 +298,20 @@ TEST_P(DatamoverContract, RetireEndsAccessToTheBufferBeforeItReturns) {
   });
   const std::vector<PeerPdu> pdus = ReceiveUntil(kSentinel);
   ExpectWellFramedAndNoMarker(pdus, "before the NOP-Out queued after Retire");
+  // A Data-Out already started when its task ended ends whole; one not started would bring the
+  // target data of a task that is over (after a status sent before all solicited data was read,
+  // or a Reject): at most one of each task may arrive.
+  if (!peer_->sends_when_queued()) {
+    for (const uint32_t itt : {kWriteItt, kDataOutItt}) {
+      EXPECT_LE(std::count_if(pdus.begin(), pdus.end(),
+                              [itt](const PeerPdu& p) {
+                                return p.bhs.opcode() == Opcode::kDataOut && p.bhs.itt() == itt;
+                              }),
+                1)
+          << "Data-Out PDUs of ITT " << Hex(itt)
+          << " not started when the task was retired went out";
+    }
+  }
   if (const PeerPdu* command = FindCommand(pdus, kWriteItt); command != nullptr) {
     peer_->ReadAfterRetire(*command);
   }

@@ -321,6 +321,7 @@ void TcpFramedDatamover::Retire(Task* task) {
     ++kept;
   }
   out_count_ = kept;
+  if (!failed_) DropUnstartedDataOut(task);
   for (size_t i = iov_pos_; i < iov_count_; ++i) {
     if (!UnwrittenDataOf(i, task)) continue;
     auto copy = std::make_unique_for_overwrite<uint8_t[]>(iov_[i].iov_len);
@@ -333,6 +334,20 @@ void TcpFramedDatamover::Retire(Task* task) {
     std::memcpy(rx_retired_.get(), rx_dst_, rx_done_);
     rx_dst_ = rx_retired_.get();
   }
+}
+
+void TcpFramedDatamover::DropUnstartedDataOut(const Task* task) {
+  // A frame is untouched while its header's iovec still starts at the header: Sent moves it on.
+  size_t frame = iov_pos_ / 3;
+  if (iov_pos_ % 3 != 0 || iov_[iov_pos_].iov_base != frames_[frame].header) ++frame;
+  // The task's command, if it has not started either, still goes (with copies of its bytes):
+  // leaving it out would leave its CmdSN a hole the target waits on for ever.
+  for (; frame < iov_count_ / 3; ++frame) {
+    const Frame& f = frames_[frame];
+    if (f.task != task || static_cast<Opcode>(f.header[0] & 0x3f) != Opcode::kDataOut) continue;
+    for (size_t i = 3 * frame; i < 3 * frame + 3; ++i) iov_[i].iov_len = 0;
+  }
+  while (iov_pos_ < iov_count_ && iov_[iov_pos_].iov_len == 0) ++iov_pos_;
 }
 
 bool TcpFramedDatamover::UnwrittenDataOf(size_t i, const Task* task) const {

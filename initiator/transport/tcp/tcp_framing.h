@@ -18,13 +18,15 @@
 //  - Controls (SendControl) are copied into entries of a pool that grows when a burst needs
 //    more; an entry goes back to the pool only when the batch that holds its bytes has been
 //    written completely, so any number of controls may be queued in one wake-up.
-//  - Retire(task) ends what the target can get of a task: its queued outputs are dropped, and
-//    those of its data bytes that sit in the batch being written and have not been written yet
-//    are copied into memory the datamover owns, so the PDUs that started still end whole, with
-//    the bytes they had, and the stream stays well framed; the rest of a Data-In segment of the
-//    task being received goes to memory of ours too. A subclass whose reads and writes run while
-//    the thread goes on (io_uring) first settles those in flight (BatchReaches and
-//    ReceiveReaches say whether they reach the task's buffer).
+//  - Retire(task) ends what the target can get of a task: its queued outputs are dropped, so are
+//    its Data-Out PDUs in the batch being written that have not started, and those of its data
+//    bytes that sit in the batch and have not been written yet are copied into memory the
+//    datamover owns, so the PDUs that started still end whole, with the bytes they had, and the
+//    stream stays well framed (a command not started goes too, for CmdSN's sake, with copies of
+//    its immediate data); the rest of a Data-In segment of the task being received goes to
+//    memory of ours too. A subclass whose reads and writes run while the thread goes on
+//    (io_uring) first settles those in flight (BatchReaches and ReceiveReaches say whether they
+//    reach the task's buffer).
 //
 // Nothing is allocated per PDU after StartFraming once the pool holds a burst's controls. A
 // subclass runs the I/O thread, reports failures through Fail (which must stop the framing with
@@ -131,6 +133,9 @@ class TcpFramedDatamover : public Datamover {
   bool ReceiveData();  // data segment + trailer; false if more bytes are needed
   void BuildBatch();
   void AddPdu(const Bhs& bhs, const uint8_t* data, uint32_t len, const Task* task);
+  // Leaves the task's Data-Out PDUs of the batch that have not started out of it, whole: the
+  // target would get data for a task that is over.
+  void DropUnstartedDataOut(const Task* task);
   // Whether iovec i of the batch is a data segment of the task not yet written whole.
   bool UnwrittenDataOf(size_t i, const Task* task) const;
   // Whether the Data-In segment being received is the task's and still lands in its buffer.
