@@ -37,6 +37,17 @@ FakeLoginBehavior FakeIserTarget::IserLogin() {
   return login;
 }
 
+SessionOptions FakeIserSessionOptions(uint16_t port) {
+  SessionOptions o;
+  o.portal = {"127.0.0.1", port};
+  o.transport = TransportKind::kIser;
+  o.target_name = "iqn.2026-11.io.iser-connect.test:fake-iser";
+  o.initiator_name = "iqn.2026-11.io.iser-connect.test:initiator";
+  o.login_timeout = std::chrono::seconds(5);
+  o.logout_timeout = std::chrono::milliseconds(200);
+  return o;
+}
+
 FakeIserTarget::FakeIserTarget(uint16_t port, FakeLoginBehavior login, Script script,
                                uint8_t rnr_retry)
     : memory_(kDataOffset + kDataBytes), rnr_retry_(rnr_retry) {

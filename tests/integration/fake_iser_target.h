@@ -22,6 +22,7 @@
 #include <thread>
 #include <vector>
 
+#include "initiator/session/session_options.h"
 #include "tests/integration/fake_target.h"
 
 namespace iser::test {
@@ -34,6 +35,10 @@ struct IserStags {
   uint32_t read_stag = 0;
   uint64_t read_va = 0;
 };
+
+// A session's options for the FakeIserTarget on this port (of 127.0.0.1), with a short logout
+// timeout: scripts do not answer Logout. Recovery is on, as by default.
+SessionOptions FakeIserSessionOptions(uint16_t port);
 
 class FakeIserTarget : public FakeTargetBase {
  public:

@@ -65,17 +65,6 @@ std::string LimitLockedMemory() {
   return "";
 }
 
-SessionOptions FakeTargetOptions() {
-  SessionOptions o;
-  o.portal = {"127.0.0.1", kPort};
-  o.transport = TransportKind::kIser;
-  o.target_name = "iqn.2026-11.io.iser-connect.test:fake-iser";
-  o.initiator_name = "iqn.2026-11.io.iser-connect.test:initiator";
-  o.login_timeout = std::chrono::seconds(5);
-  o.logout_timeout = std::chrono::milliseconds(200);  // the scripts do not answer Logout
-  return o;
-}
-
 // Submits `n` READs of 4 KiB; each completion counts in *done.
 void SubmitReads(Session* s, std::vector<Task>* tasks, std::vector<std::vector<uint8_t>>* buffers,
                  std::atomic<int>* done) {
@@ -129,7 +118,7 @@ TEST(IserControlBehindData, ANopOutPassesReadsWaitingForADataSlot) {
   } release_on_exit{&release};
   ASSERT_EQ(target.error(), "");
 
-  SessionOptions o = FakeTargetOptions();
+  SessionOptions o = test::FakeIserSessionOptions(kPort);
   o.nop_interval = std::chrono::seconds(1);
   o.nop_timeout = std::chrono::seconds(2);
   Result<std::unique_ptr<Session>> opened = Session::Open(o);
@@ -212,7 +201,7 @@ TEST(IserControlBehindData, OnlyReadsThatLeftAreAbortedAndNoneGoesOutAfterItsAbo
     ~StopOnExit() { *stop = true; }
   } stop_on_exit{&stop};
   ASSERT_EQ(target.error(), "");
-  SessionOptions o = FakeTargetOptions();
+  SessionOptions o = test::FakeIserSessionOptions(kPort);
   o.command_timeout = std::chrono::seconds(1);
   o.nop_interval = std::chrono::milliseconds(0);
   Result<std::unique_ptr<Session>> opened = Session::Open(o);

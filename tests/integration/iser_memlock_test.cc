@@ -51,14 +51,6 @@ constexpr size_t kLimit = 4 << 20;
 constexpr int kCommands = 24;
 constexpr uint32_t kLen = 512 * 1024;
 
-// Whether the process runs in the initial user namespace (its uid_map maps every uid).
-bool InInitialUserNamespace() {
-  std::ifstream map("/proc/self/uid_map");
-  uint64_t inside = 1, outside = 1, count = 0;
-  return !(map >> inside >> outside >> count) ||
-         (inside == 0 && outside == 0 && count == 4294967295u);
-}
-
 struct Batch {
   std::atomic<int> done{0};
   std::atomic<int> failed{0};

@@ -34,13 +34,7 @@ using test::ResponseHeader;
 constexpr uint16_t kPort = 3260;  // each test runs in a network namespace of its own
 
 SessionOptions IserOptions() {
-  SessionOptions o;
-  o.portal = {"127.0.0.1", kPort};
-  o.transport = TransportKind::kIser;
-  o.target_name = "iqn.2026-11.io.iser-connect.test:fake-iser";
-  o.initiator_name = "iqn.2026-11.io.iser-connect.test:initiator";
-  o.login_timeout = std::chrono::seconds(5);
-  o.logout_timeout = std::chrono::milliseconds(200);  // the fake target does not answer Logout
+  SessionOptions o = test::FakeIserSessionOptions(kPort);
   // These tests are about how one connection fails; a scripted target serves one connection, so
   // recovery (tests/unit/session_recovery_test.cc, tests/recovery/) is off.
   o.recover = false;

@@ -20,10 +20,6 @@
 
 namespace iser {
 
-namespace {
-
-// Whether this process runs in the initial user namespace, whose uid_map is the identity over
-// every uid; one made by `unshare -r` or a rootless container maps fewer.
 bool InInitialUserNamespace() {
   std::ifstream map("/proc/self/uid_map");
   if (!map) return true;  // a kernel without user namespaces
@@ -31,6 +27,8 @@ bool InInitialUserNamespace() {
   if (!(map >> inside >> outside >> count)) return false;
   return !(map >> more) && inside == 0 && outside == 0 && count == 4294967295u;
 }
+
+namespace {
 
 // CAP_IPC_LOCK lifts RLIMIT_MEMLOCK for registrations; read from the effective set of
 // /proc/self/status (root usually has it, but not in every container). The kernel asks about

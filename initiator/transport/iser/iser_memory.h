@@ -57,6 +57,11 @@ inline constexpr uint64_t kRecvTag = 1ull << 32;
 inline constexpr uint64_t kSendTag = 2ull << 32;
 inline constexpr uint64_t kInvalidateTag = 3ull << 32;  // window binds and local invalidates
 
+// Whether this process runs in the initial user namespace, whose uid_map is the identity over
+// every uid; one made by `unshare -r` or a rootless container maps fewer. Only there does
+// CAP_IPC_LOCK lift RLIMIT_MEMLOCK (the kernel asks about the initial namespace).
+bool InInitialUserNamespace();
+
 // The process's RLIMIT_MEMLOCK as a budget shared by its iSER connections (unlimited with
 // CAP_IPC_LOCK). ReserveLocked takes `bytes` if they fit in what is left and says how much is
 // left otherwise; ReleaseLocked gives them back. Thread-safe.
