@@ -105,6 +105,30 @@ struct PendingRead {
   }
 };
 
+// Answers a READ with the pattern and GOOD status in one Data-In.
+void SendReadData(FakeConnection& c, const FakePdu& command) {
+  const uint32_t cmdsn = command.bhs.u32(bhs::kCmdSN);
+  const uint32_t length = command.bhs.u32(bhs::kExpectedDataTransferLength);
+  std::vector<uint8_t> data(length);
+  for (size_t i = 0; i < data.size(); ++i) data[i] = Pattern(i);
+  Bhs din =
+      ResponseHeader(Opcode::kDataIn, command.bhs.itt(), c.next_statsn(), cmdsn + 1, cmdsn + 64);
+  din.set_flags(kFinalBit | kStatusBit);
+  din.set_u32(bhs::kTtt, kReservedTag);
+  din.set_data_segment_length(length);
+  c.Send(din, data);
+}
+
+// Answers a NOP-Out that asks for an answer (one with an ITT); false for any other PDU.
+bool AnswerNopOut(FakeConnection& c, const FakePdu& pdu) {
+  if (pdu.bhs.opcode() != Opcode::kNopOut || pdu.bhs.itt() == kReservedTag) return false;
+  const uint32_t cmdsn = pdu.bhs.u32(bhs::kCmdSN);
+  Bhs nop = ResponseHeader(Opcode::kNopIn, pdu.bhs.itt(), c.next_statsn(), cmdsn, cmdsn + 64);
+  nop.set_u32(bhs::kTtt, kReservedTag);
+  c.Send(nop);
+  return true;
+}
+
 // Serves a logged-in connection: READs get the pattern, other commands GOOD, Logout its answer.
 void Serve(FakeConnection& c) {
   FakePdu pdu;
@@ -118,15 +142,7 @@ void Serve(FakeConnection& c) {
     if (pdu.bhs.opcode() != Opcode::kScsiCommand) continue;
     const uint8_t op = pdu.bhs.b[bhs::kCdb];
     if (op == scsi::opcode::kRead10 || op == scsi::opcode::kRead16) {
-      const uint32_t length = pdu.bhs.u32(bhs::kExpectedDataTransferLength);
-      std::vector<uint8_t> data(length);
-      for (size_t i = 0; i < data.size(); ++i) data[i] = Pattern(i);
-      Bhs din =
-          ResponseHeader(Opcode::kDataIn, pdu.bhs.itt(), c.next_statsn(), cmdsn + 1, cmdsn + 64);
-      din.set_flags(kFinalBit | kStatusBit);
-      din.set_u32(bhs::kTtt, kReservedTag);
-      din.set_data_segment_length(length);
-      c.Send(din, data);
+      SendReadData(c, pdu);
     } else {
       c.Send(ResponseHeader(Opcode::kScsiResponse, pdu.bhs.itt(), c.next_statsn(), cmdsn + 1,
                             cmdsn + 64));
@@ -537,45 +553,24 @@ void SendUnitAttention(FakeConnection& c, const FakePdu& command) {
   c.Send(ua, sense);
 }
 
-// Logs in, answers NOP-Outs, and every SCSI Command with a PDU no target may send. Its
-// connections die young: the losses were "in a row" before too, and this guards that.
-void LoginThenMalformedAnswers(FakeConnection& c) {
-  if (!c.Login(LoginWithTime2Wait(0))) return;
-  FakePdu pdu;
-  while (c.Read(&pdu)) {
-    const uint32_t cmdsn = pdu.bhs.u32(bhs::kCmdSN);
-    if (pdu.bhs.opcode() == Opcode::kNopOut && pdu.bhs.itt() != kReservedTag) {
-      Bhs nop = ResponseHeader(Opcode::kNopIn, pdu.bhs.itt(), c.next_statsn(), cmdsn, cmdsn + 64);
-      nop.set_u32(bhs::kTtt, kReservedTag);
-      c.Send(nop);
-    } else if (pdu.bhs.opcode() == Opcode::kScsiCommand) {
-      Bhs garbage;
-      garbage.b[0] = 0x01;
-      c.Send(garbage);
-    }
-  }
-}
-
-// LoginThenMalformedAnswers, but the first command of each connection gets CHECK CONDITION, UNIT
-// ATTENTION "power on or reset occurred" first, as after a reset: a retried unit attention is no
-// progress, so the losses are still in a row.
-void LoginThenUnitAttentionThenMalformedAnswers(FakeConnection& c) {
+// Logs in, answers NOP-Outs, and every SCSI Command with a PDU no target may send; with
+// `unit_attention_first`, the first command of each connection gets CHECK CONDITION, UNIT
+// ATTENTION "power on or reset occurred" first, as after a reset. Its connections die young: the
+// losses were "in a row" before too, and this guards that; a retried unit attention is no
+// progress, so they still are with it.
+void LoginThenMalformedAnswers(FakeConnection& c, bool unit_attention_first) {
   if (!c.Login(LoginWithTime2Wait(0))) return;
   bool first_command = true;
   FakePdu pdu;
   while (c.Read(&pdu)) {
-    const uint32_t cmdsn = pdu.bhs.u32(bhs::kCmdSN);
-    if (pdu.bhs.opcode() == Opcode::kNopOut && pdu.bhs.itt() != kReservedTag) {
-      Bhs nop = ResponseHeader(Opcode::kNopIn, pdu.bhs.itt(), c.next_statsn(), cmdsn, cmdsn + 64);
-      nop.set_u32(bhs::kTtt, kReservedTag);
-      c.Send(nop);
-    } else if (pdu.bhs.opcode() == Opcode::kScsiCommand && std::exchange(first_command, false)) {
+    if (AnswerNopOut(c, pdu) || pdu.bhs.opcode() != Opcode::kScsiCommand) continue;
+    if (std::exchange(first_command, false) && unit_attention_first) {
       SendUnitAttention(c, pdu);
-    } else if (pdu.bhs.opcode() == Opcode::kScsiCommand) {
-      Bhs garbage;
-      garbage.b[0] = 0x01;
-      c.Send(garbage);
+      continue;
     }
+    Bhs garbage;
+    garbage.b[0] = 0x01;
+    c.Send(garbage);
   }
 }
 
@@ -590,11 +585,8 @@ void LoginThenAskForLogout(FakeConnection& c) {
   FakePdu pdu;
   while (c.Read(&pdu)) {
     const uint32_t cmdsn = pdu.bhs.u32(bhs::kCmdSN);
-    if (pdu.bhs.opcode() == Opcode::kNopOut && pdu.bhs.itt() != kReservedTag) {
-      Bhs nop = ResponseHeader(Opcode::kNopIn, pdu.bhs.itt(), c.next_statsn(), cmdsn, cmdsn + 64);
-      nop.set_u32(bhs::kTtt, kReservedTag);
-      c.Send(nop);
-    } else if (pdu.bhs.opcode() == Opcode::kLogoutRequest) {
+    if (AnswerNopOut(c, pdu)) continue;
+    if (pdu.bhs.opcode() == Opcode::kLogoutRequest) {
       c.Send(ResponseHeader(Opcode::kLogoutResponse, pdu.bhs.itt(), c.next_statsn(), cmdsn,
                             cmdsn + 64));
       return;
@@ -656,11 +648,12 @@ TEST(RecoveryFakeTarget, ACommandToATargetThatAnswersNothingEndsAcrossReplays) {
 }
 
 TEST(RecoveryFakeTarget, ACommandAnsweredWithAMalformedPduEndsAcrossReplays) {
-  ExpectTheCommandEndsAcrossReplays(LoginThenMalformedAnswers, "unknown opcode 0x01");
+  ExpectTheCommandEndsAcrossReplays([](FakeConnection& c) { LoginThenMalformedAnswers(c, false); },
+                                    "unknown opcode 0x01");
 }
 
 TEST(RecoveryFakeTarget, ACommandAnsweredWithAUnitAttentionThenAMalformedPduEndsAcrossReplays) {
-  ExpectTheCommandEndsAcrossReplays(LoginThenUnitAttentionThenMalformedAnswers,
+  ExpectTheCommandEndsAcrossReplays([](FakeConnection& c) { LoginThenMalformedAnswers(c, true); },
                                     "unknown opcode 0x01");
 }
 
@@ -679,28 +672,12 @@ void StalledLunOne(FakeConnection& c) {
   bool first_command = true;
   FakePdu pdu;
   while (c.Read(&pdu)) {
-    const uint32_t cmdsn = pdu.bhs.u32(bhs::kCmdSN);
-    if (pdu.bhs.opcode() == Opcode::kNopOut && pdu.bhs.itt() != kReservedTag) {
-      Bhs nop = ResponseHeader(Opcode::kNopIn, pdu.bhs.itt(), c.next_statsn(), cmdsn, cmdsn + 64);
-      nop.set_u32(bhs::kTtt, kReservedTag);
-      c.Send(nop);
-      continue;
-    }
-    if (pdu.bhs.opcode() != Opcode::kScsiCommand) continue;
+    if (AnswerNopOut(c, pdu) || pdu.bhs.opcode() != Opcode::kScsiCommand) continue;
     if (std::exchange(first_command, false)) {
       SendUnitAttention(c, pdu);
       continue;
     }
-    if (pdu.bhs.lun() != EncodeLun(0)) continue;
-    const uint32_t length = pdu.bhs.u32(bhs::kExpectedDataTransferLength);
-    std::vector<uint8_t> data(length);
-    for (size_t i = 0; i < data.size(); ++i) data[i] = Pattern(i);
-    Bhs din =
-        ResponseHeader(Opcode::kDataIn, pdu.bhs.itt(), c.next_statsn(), cmdsn + 1, cmdsn + 64);
-    din.set_flags(kFinalBit | kStatusBit);
-    din.set_u32(bhs::kTtt, kReservedTag);
-    din.set_data_segment_length(length);
-    c.Send(din, data);
+    if (pdu.bhs.lun() == EncodeLun(0)) SendReadData(c, pdu);
   }
 }
 
