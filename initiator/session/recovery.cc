@@ -79,7 +79,7 @@ uint64_t Session::CollectForReplay(const std::string& cause, bool progress) {
   std::vector<ReplayLife> sent;
   for (uint32_t s = 1; s < kSlots; ++s) {
     if (slots_[s]) {
-      sent.push_back({slots_[s], slot_first_sent_[s], slot_replays_[s], CoveredByLunReset(s)});
+      sent.push_back({slots_[s], slot_first_sent_[s], slot_replays_[s], EscalationStarted(s)});
     }
     slots_[s] = nullptr;
     slot_abort_[s] = 0;
@@ -96,8 +96,9 @@ uint64_t Session::CollectForReplay(const std::string& cause, bool progress) {
   // A command's life spans its replays: on a connection that completed nothing, one past
   // command_timeout since it was first sent, or replayed too often, has had its escalation
   // (abort, LUN reset, reconnect) and fails with the loss that ended it, instead of starting
-  // over on the next connection for ever. So does one whose own escalation had reached the LUN
-  // reset, whatever else completed: another LUN's traffic says nothing of its LUN.
+  // over on the next connection for ever. So does one in its escalation (its ABORT TASK, or a
+  // LUN reset covering it, under way), whatever else completed: another LUN's traffic says
+  // nothing of its LUN, and the loss was the escalation's reconnect, or cut it short.
   // The others go in the order they were first sent in: commands in flight, retries waiting for
   // their back-off, then what never left.
   std::vector<Task*> order;
@@ -108,12 +109,12 @@ uint64_t Session::CollectForReplay(const std::string& cause, bool progress) {
   for (ReplayLife life : sent) {
     if (NotReplayable(*life.task)) {
       refused.push_back(life.task);
-    } else if ((!progress || life.lun_reset) &&
+    } else if ((!progress || life.escalated) &&
                ((timeout.count() > 0 && now - life.first_sent > timeout) ||
                 life.replays >= kMaxReplays)) {
       expired.push_back(life);
     } else {
-      if (!progress || life.lun_reset) ++life.replays;
+      if (!progress || life.escalated) ++life.replays;
       replay_lives_.push_back(life);
       order.push_back(life.task);
     }

@@ -175,9 +175,9 @@ class Session final : private DatamoverEvents {
   bool BeingAborted(const Task* task) const;
   // A LOGICAL UNIT RESET to this LUN is outstanding, or waits for room to be sent.
   bool LunBeingReset(uint64_t lun) const;
-  // Whether the slot's command is covered by a LUN reset under way (its escalation's last step
-  // before a reconnect).
-  bool CoveredByLunReset(uint32_t slot) const;
+  // Whether the slot's command is in command_timeout's escalation: its ABORT TASK, or a LUN
+  // reset that covers it, is under way.
+  bool EscalationStarted(uint32_t slot) const;
   // Another task management request fits in the datamover's receives (Dispatch's gate).
   bool RoomForTaskManagement() const;
   // No longer waits for the answer to this function: an answer that still comes is late, not a
@@ -192,9 +192,10 @@ class Session final : private DatamoverEvents {
   void RecoveryMain();
   void Recover();
   // Takes every unfinished task, in the order it was first sent, into pending_; fails those
-  // that may not be sent twice, and, when the lost connection completed nothing (progress
-  // false), those past command_timeout since first sent or replayed too often. Returns how many
-  // will be replayed.
+  // that may not be sent twice, and those past command_timeout since first sent or replayed too
+  // often when the lost connection completed nothing (progress false) or they were in their
+  // escalation (an ABORT TASK, or a LUN reset covering them, under way). Returns how many will
+  // be replayed.
   uint64_t CollectForReplay(const std::string& cause, bool progress);
   // Commands in flight, waiting, or submitted: a loss with any of them is not an idle one.
   bool Outstanding() const;
@@ -262,8 +263,8 @@ class Session final : private DatamoverEvents {
     Task* task;
     Clock::time_point first_sent;
     uint8_t replays;
-    // Its escalation had reached the LUN reset when the connection was lost.
-    bool lun_reset = false;
+    // It was in its escalation (EscalationStarted) when the connection was lost.
+    bool escalated = false;
   };
   // Those of the tasks waiting to be replayed, until SendTask takes them back into a slot.
   std::vector<ReplayLife> replay_lives_;

@@ -1,7 +1,8 @@
 // command_timeout's escalation, the I/O thread's half of Session: a command unanswered for
 // command_timeout gets ABORT TASK; an abort unanswered gets LOGICAL UNIT RESET; a reset
-// unanswered or refused drops the connection, and recovery replays what was left. This is the
-// order Linux's SCSI error handler uses over open-iscsi (docs/recovery.md).
+// unanswered or refused drops the connection, and recovery fails the commands the reset covered
+// that are past command_timeout (kIoError) and replays the rest. This is the order Linux's SCSI
+// error handler uses over open-iscsi (docs/recovery.md).
 #include <algorithm>
 
 #include "initiator/base/log.h"
@@ -55,8 +56,8 @@ bool Session::BeingAborted(const Task* task) const {
   return slot_abort_[task->itt & (kSlots - 1)] == kAbortTask;
 }
 
-bool Session::CoveredByLunReset(uint32_t slot) const {
-  return slot_abort_[slot] == kLogicalUnitReset;
+bool Session::EscalationStarted(uint32_t slot) const {
+  return slot_abort_[slot] != 0;
 }
 
 bool Session::LunBeingReset(uint64_t lun) const {

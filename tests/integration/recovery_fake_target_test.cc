@@ -663,15 +663,20 @@ TEST(RecoveryFakeTarget, ACommandToATargetThatAsksForALogoutAfterEveryLoginEndsA
 
 // Logs in and answers NOP-Outs; the first command of each connection gets CHECK CONDITION, UNIT
 // ATTENTION "power on or reset occurred" (as after the LUN reset and reconnect before), then
-// LUN 0's READs their data, while LUN 1's commands and every task management request stay
-// unanswered: a LUN that stalls behind a target that is otherwise well (issue 29, item 7, as a
-// review found it: a retried unit attention, or another LUN's traffic, counted as the stalled
-// command's progress).
-void StalledLunOne(FakeConnection& c) {
+// LUN 0's READs their data, while LUN 1's commands stay unanswered: a LUN that stalls behind a
+// target that is otherwise well (issue 29, item 7, as reviews found it: a retried unit
+// attention, or another LUN's traffic, counted as the stalled command's progress). Task
+// management goes unanswered, or with `drop_on_abort` an ABORT TASK drops the connection, as
+// some targets do.
+void StalledLunOne(FakeConnection& c, bool drop_on_abort) {
   if (!c.Login(LoginWithTime2Wait(0))) return;
   bool first_command = true;
   FakePdu pdu;
   while (c.Read(&pdu)) {
+    if (drop_on_abort && pdu.bhs.opcode() == Opcode::kTaskMgmtRequest) {
+      c.Close();
+      return;
+    }
     if (AnswerNopOut(c, pdu) || pdu.bhs.opcode() != Opcode::kScsiCommand) continue;
     if (std::exchange(first_command, false)) {
       SendUnitAttention(c, pdu);
@@ -682,9 +687,11 @@ void StalledLunOne(FakeConnection& c) {
 }
 
 // A command to the stalled LUN ends through its own escalation (abort, LUN reset, reconnect,
-// EIO) whatever else completes: with `lun0_reads`, a reader keeps LUN 0 busy meanwhile.
-void ExpectTheStalledLunsCommandEnds(bool lun0_reads) {
-  FakePortal portal(StalledLunOne);
+// EIO) whatever else completes: with `lun0_reads`, a reader keeps LUN 0 busy meanwhile. The
+// error names `cause`, the loss that ended it.
+void ExpectTheStalledLunsCommandEnds(bool lun0_reads, bool drop_on_abort,
+                                     const std::string& cause) {
+  FakePortal portal([drop_on_abort](FakeConnection& c) { StalledLunOne(c, drop_on_abort); });
   SessionOptions o = OptionsFor(portal.port(), 0);
   o.nop_interval = 5s;
   o.nop_timeout = 6s;
@@ -717,7 +724,7 @@ void ExpectTheStalledLunsCommandEnds(bool lun0_reads) {
               Seconds(stalled.completed - start), lun0_done.load(),
               stalled.task.status.ToString().c_str());
   EXPECT_EQ(stalled.task.status.code(), StatusCode::kIoError) << stalled.task.status.ToString();
-  EXPECT_NE(stalled.task.status.message().find("LOGICAL UNIT RESET"), std::string::npos)
+  EXPECT_NE(stalled.task.status.message().find(cause), std::string::npos)
       << stalled.task.status.ToString();
   if (lun0_reads) {
     EXPECT_GT(lun0_done.load(), 0) << "LUN 0 was never read: the test proves less";
@@ -726,11 +733,15 @@ void ExpectTheStalledLunsCommandEnds(bool lun0_reads) {
 }
 
 TEST(RecoveryFakeTarget, AStalledCommandEndsThoughEachLoginRetriesAUnitAttention) {
-  ExpectTheStalledLunsCommandEnds(false);
+  ExpectTheStalledLunsCommandEnds(false, false, "LOGICAL UNIT RESET");
 }
 
 TEST(RecoveryFakeTarget, AStalledCommandEndsThoughAnotherLunMakesProgress) {
-  ExpectTheStalledLunsCommandEnds(true);
+  ExpectTheStalledLunsCommandEnds(true, false, "LOGICAL UNIT RESET");
+}
+
+TEST(RecoveryFakeTarget, AStalledCommandEndsThoughEachAbortDropsTheConnection) {
+  ExpectTheStalledLunsCommandEnds(true, true, "closed");
 }
 
 }  // namespace
