@@ -651,9 +651,13 @@ void Session::HandleAsync(const Bhs& bhs, std::span<const uint8_t> data) {
       logout_requested_ = true;
       // Parameter3: the Logout goes by then even if commands are still outstanding (they are
       // sent again on the next connection), or a target that never answers them would keep
-      // the connection, and them, waiting for ever.
-      logout_deadline_set_ = true;
-      logout_deadline_ = dm_->Now() + std::chrono::seconds(bhs.u16(42));
+      // the connection, and them, waiting for ever. A target that asks again moves no
+      // deadline already set later: asking every few seconds must not keep it away.
+      {
+        const Clock::time_point by = dm_->Now() + std::chrono::seconds(bhs.u16(42));
+        if (!logout_deadline_set_ || by < logout_deadline_) logout_deadline_ = by;
+        logout_deadline_set_ = true;
+      }
       break;
     case 2:
     case 3: {

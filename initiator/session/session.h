@@ -175,6 +175,8 @@ class Session final : private DatamoverEvents {
   bool BeingAborted(const Task* task) const;
   // A LOGICAL UNIT RESET to this LUN is outstanding, or waits for room to be sent.
   bool LunBeingReset(uint64_t lun) const;
+  // An ABORT TASK for the task with this ITT waits for its answer.
+  bool AbortOutstanding(uint32_t itt) const;
   // Whether the slot's command is in command_timeout's escalation: its ABORT TASK, or a LUN
   // reset that covers it, is under way.
   bool EscalationStarted(uint32_t slot) const;

@@ -56,6 +56,12 @@ bool Session::BeingAborted(const Task* task) const {
   return slot_abort_[task->itt & (kSlots - 1)] == kAbortTask;
 }
 
+bool Session::AbortOutstanding(uint32_t itt) const {
+  return std::any_of(tmfs_.begin(), tmfs_.end(), [&](const TaskManagement& m) {
+    return m.function == kAbortTask && m.referenced_itt == itt;
+  });
+}
+
 bool Session::EscalationStarted(uint32_t slot) const {
   return slot_abort_[slot] != 0;
 }
@@ -87,11 +93,14 @@ void Session::StartLunReset(uint64_t lun) {
     if (slots_[s] && slots_[s]->lun == lun && slot_posted_[s]) slot_abort_[s] = kLogicalUnitReset;
   }
   // The target completes the reset once the R2Ts it issued are answered (RFC 7143 4.2.3.3),
-  // those left unanswered while their tasks were being aborted included.
+  // those left unanswered while their tasks were being aborted included, once we stopped
+  // waiting for the abort. One whose ABORT TASK is still outstanding stays unanswered: the
+  // target may have aborted the task already, and Data-Out for a task it no longer has ends
+  // the connection.
   std::erase_if(r2ts_unanswered_, [&](const HeldR2T& r) {
     Task* t = LookupTask(r.itt);
     if (t == nullptr) return true;
-    if (t->lun != lun) return false;
+    if (t->lun != lun || AbortOutstanding(r.itt)) return false;
     dm_->SendDataOut(t, r.ttt, r.offset, r.length);
     return true;
   });

@@ -102,8 +102,12 @@ Status IoLoop::Start(IoLoopEvents* events) {
   if (timerfd_settime(timer_fd_, 0, &every, nullptr) != 0) {
     return Status::ResourceExhausted(CallFailed("timerfd_settime", errno));
   }
-  thread_ = std::thread([this] { Run(); });
+  thread_ = std::thread([this] {
+    started_.acquire();
+    Run();
+  });
   pthread_setname_np(thread_.native_handle(), thread_name_.c_str());
+  started_.release();
   return Status::OK();
 }
 
@@ -144,7 +148,11 @@ void IoLoop::Run() {
     if (stopping_) break;
     if (poked) events_->OnWake();
     if (n < 0) {
-      if (errno == EINTR) continue;
+      if (errno == EINTR) {
+        // What OnWake queued, or a failure it deferred, is the round's end's to handle.
+        if (poked) events_->OnRoundEnd();
+        continue;
+      }
       events_->OnLoopFailure(Status::ConnectionFailed(CallFailed("epoll_wait", errno)));
       break;
     }

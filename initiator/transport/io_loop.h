@@ -28,6 +28,7 @@
 #include <chrono>
 #include <cstdint>
 #include <functional>
+#include <semaphore>
 #include <string>
 #include <thread>
 #include <vector>
@@ -100,6 +101,9 @@ class IoLoop {
   IoLoopEvents* events_ = nullptr;
   std::vector<Watch> watches_;  // a connection watches one or two descriptors: a linear search
   std::thread thread_;
+  // Released once Start has stored thread_: the loop, and whatever its events start (the
+  // session's recovery thread, which joins it through Shutdown), run only after that write.
+  std::binary_semaphore started_{0};
   // Written by the loop thread as it starts and ends, read by any thread in OnIoThread: atomic,
   // so a reader sees either the loop thread's id or none, never a torn or stale-cached value.
   std::atomic<std::thread::id> thread_id_{};

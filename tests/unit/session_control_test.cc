@@ -110,6 +110,24 @@ TEST_F(SessionControlTest, AsyncEventOneLogsOutByParameter3WithTasksStillInFligh
   EXPECT_EQ(commands, 1) << "a command followed the Logout Request";
 }
 
+// Asking again does not move the deadline: a target that repeats event 1 every second would
+// otherwise never get its Logout while it leaves the commands unanswered.
+TEST_F(SessionControlTest, AsyncEventOneRepeatedKeepsTheFirstDeadline) {
+  Open();
+  TestTask& a = NewRead(512);
+  session_->Submit(&a.task);
+  Bhs async = fake_.Header(Opcode::kAsyncMessage, kReservedTag);
+  async.b[36] = 1;
+  async.set_u16(42, 3);
+  for (int second = 0; second < 4; ++second) {
+    fake_.Deliver(async);
+    fake_.Advance(std::chrono::seconds(1));
+    fake_.FireTimer();
+  }
+  EXPECT_EQ(Sent(Opcode::kLogoutRequest).size(), 1u)
+      << "no Logout 4 s after the first request to log out within 3 s";
+}
+
 TEST_F(SessionControlTest, OtherAsyncEventsAreOnlyLogged) {
   Open();
   for (uint8_t event : {0, 2, 3, 4, 255}) {

@@ -717,6 +717,32 @@ TEST_F(CommandTimeoutTest, AnR2THeldDuringTheAbortIsAnsweredWhenTheLunResetGoes)
   EXPECT_FALSE(fake_.failed()) << fake_.failure().message();
 }
 
+// Not while its own ABORT TASK still waits for an answer, though: another task's abort refused
+// starts the LUN reset, but the target may have aborted this task already, and Data-Out for a
+// task it no longer has costs the connection (tgtd drops it).
+TEST_F(CommandTimeoutTest, AnR2TWhoseAbortIsStillOutstandingStaysUnansweredWhenTheLunResetGoes) {
+  Open10s();
+  TestTask& w = NewWrite(65536);
+  TestTask& r = NewRead(512);
+  session_->Submit(&w.task);
+  session_->Submit(&r.task);
+  std::vector<SentPdu> first = TakeCommands();
+  ASSERT_EQ(first.size(), 2u);
+  std::vector<SentPdu> aborts = PassCommandTimeout();
+  ASSERT_EQ(aborts.size(), 2u);
+  fake_.Deliver(R2TFor(fake_, first[0].bhs.itt(), 0));
+  ASSERT_TRUE(fake_.TakeSent().empty()) << "answered an R2T of a task being aborted";
+  AnswerTmf(aborts[1], 255);  // the read's abort refused: LUN reset, the write's abort pending
+  const std::vector<SentPdu> sent = fake_.TakeSent();
+  ASSERT_EQ(Kinds(sent), std::vector<SentPdu::Kind>{SentPdu::Kind::kControl})
+      << "the R2T of a task whose ABORT TASK is outstanding was answered with the LUN reset";
+  EXPECT_EQ(sent[0].bhs.flags() & 0x7f, 5);
+  AnswerTmf(aborts[0], 0);  // the write is gone: its R2T with it
+  AnswerTmf(sent[0], 0);
+  EXPECT_EQ(TakeCommands().size(), 2u);
+  EXPECT_FALSE(fake_.failed()) << fake_.failure().message();
+}
+
 // Task management requests need a receive like commands do (on iWARP a SEND that finds no
 // posted receive ends the connection), so commands never take the last one: with the target's
 // window wide open and every command stalled, an ABORT TASK still leaves, one at a time, and

@@ -320,7 +320,9 @@ void IserDatamover::HandleReceive(uint32_t index, uint32_t length) {
       }
       if (Status revoked = memory_.Revoke(bhs.itt(), written, failed_ ? nullptr : res_.qp());
           !revoked.ok()) {
+        // No PDU event follows OnConnectionError (datamover.h): the session replays the task.
         Fail(revoked);
+        return;
       }
     }
   }

@@ -90,7 +90,11 @@ class IserDatamover final : public Datamover, private IoLoopEvents {
   void OnWake() override;
   void OnTick() override { events_->OnTimer(); }
   void OnRoundEnd() override;
-  void OnLoopFailure(const Status& status) override { Fail(status); }
+  // A failure Retire deferred to the round's end comes first: the loop ends here.
+  void OnLoopFailure(const Status& status) override {
+    ReportDeferredFailure();
+    Fail(status);
+  }
 
   void OnCompletionChannel();
   void DrainCompletions();

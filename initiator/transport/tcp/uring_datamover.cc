@@ -112,8 +112,12 @@ Status UringDatamover::Start(DatamoverEvents* events) {
   if (const int rc = io_uring_register_files(&ring_, files, 2); rc < 0) {
     return Status::ResourceExhausted(CallFailed("io_uring_register_files", -rc));
   }
-  thread_ = std::thread([this] { Run(); });
+  thread_ = std::thread([this] {
+    started_.acquire();
+    Run();
+  });
   pthread_setname_np(thread_.native_handle(), "iscsi-tcp-uring");  // shows in top -H and bench
+  started_.release();
   return Status::OK();
 }
 

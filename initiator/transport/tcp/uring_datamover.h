@@ -57,6 +57,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <semaphore>
 #include <thread>
 
 #include "initiator/transport/tcp/receive_coalescing.h"
@@ -144,6 +145,9 @@ class UringDatamover final : public TcpFramedDatamover {
   bool ring_open_ = false;
   int wake_fd_ = -1;
   std::thread thread_;
+  // Released once Start has stored thread_: the loop, and whatever its events start (the
+  // session's recovery thread, which joins it through Shutdown), run only after that write.
+  std::binary_semaphore started_{0};
   std::atomic<std::thread::id> thread_id_{};
   std::atomic<bool> stopping_{false};
   // As IoLoop's: poked_ is set by Wake(); awake_ is true while the I/O thread works between two
