@@ -232,3 +232,85 @@ TEST(IserControlBehindData, OnlyReadsThatLeftAreAbortedAndNoneGoesOutAfterItsAbo
 
 }  // namespace
 }  // namespace iser
+
+namespace iser {
+namespace {
+
+// Nothing follows a Logout Request on its connection (RFC 7143 11.14), not even a READ that was
+// waiting for locked memory when the Logout passed it: the target asks for a logout (Async
+// Message event 1, within 1 s) while it holds the READs that left, the Logout goes by then with
+// the others still waiting, and the target then answers what it held, which frees the memory
+// they wait for. They must stay unsent (the next connection replays them); sent after the
+// Logout, a target that runs them would run them twice.
+TEST(IserControlBehindData, NoReadWaitingForMemoryGoesOutAfterTheLogout) {
+  const std::string limited = LimitLockedMemory();
+  ASSERT_EQ(limited, "");
+  std::atomic<int> held{0}, after_logout{0};
+  std::atomic<bool> logout_seen{false}, stop{false};
+  FakeIserTarget target(kPort, FakeIserTarget::IserLogin(), [&](FakeIserTarget& t) {
+    std::vector<FakePdu> reads;
+    bool asked = false;
+    FakePdu pdu;
+    const Clock::time_point give_up = Clock::now() + std::chrono::seconds(30);
+    while (!stop && !logout_seen && Clock::now() < give_up) {
+      if (!asked && held > 0) {
+        Bhs async = ResponseHeader(Opcode::kAsyncMessage, kReservedTag, t.next_statsn(),
+                                   reads.back().bhs.u32(bhs::kCmdSN) + 1,
+                                   reads.back().bhs.u32(bhs::kCmdSN) + 256);
+        async.b[36] = 1;       // AsyncEvent: logout requested
+        async.set_u16(42, 1);  // Parameter3: within 1 s
+        t.Send(async);
+        asked = true;
+      }
+      if (!t.ReadWithin(&pdu, std::chrono::milliseconds(50))) continue;
+      if (pdu.bhs.opcode() == Opcode::kScsiCommand) {
+        reads.push_back(pdu);
+        ++held;
+      } else if (pdu.bhs.opcode() == Opcode::kLogoutRequest) {
+        logout_seen = true;
+      }
+    }
+    if (!logout_seen) return;
+    const FakePdu logout = pdu;
+    for (const FakePdu& r : reads) t.Send(Answer(Opcode::kScsiResponse, t, r));
+    const Clock::time_point until = Clock::now() + std::chrono::seconds(1);
+    while (Clock::now() < until) {
+      if (t.ReadWithin(&pdu, std::chrono::milliseconds(50)) &&
+          pdu.bhs.opcode() == Opcode::kScsiCommand) {
+        ++after_logout;
+      }
+    }
+    t.Send(Answer(Opcode::kLogoutResponse, t, logout));
+  });
+  struct StopOnExit {
+    std::atomic<bool>* stop;
+    ~StopOnExit() { *stop = true; }
+  } stop_on_exit{&stop};
+  ASSERT_EQ(target.error(), "");
+  SessionOptions o = test::FakeIserSessionOptions(kPort);
+  o.nop_interval = std::chrono::milliseconds(0);
+  o.logout_timeout = std::chrono::seconds(5);  // the script answers the Logout after 1 s
+  o.recover = false;  // one connection: what was not sent fails, which is not the point here
+  Result<std::unique_ptr<Session>> opened = Session::Open(o);
+  ASSERT_TRUE(opened.ok()) << opened.status().ToString();
+  std::unique_ptr<Session> s = std::move(*opened);
+  std::vector<std::vector<uint8_t>> buffers(kReads);
+  std::vector<Task> tasks(kReads);
+  std::atomic<int> done{0};
+  SubmitReads(s.get(), &tasks, &buffers, &done);
+  const auto deadline = Clock::now() + std::chrono::seconds(30);
+  while (done < kReads && Clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  target.Join();
+  std::printf("%d of %d READs reached the target before the Logout, %d after it\n", held.load(),
+              kReads, after_logout.load());
+  EXPECT_TRUE(logout_seen) << "no Logout Request within 1 s of the target's request";
+  EXPECT_LT(held, kReads) << "no READ waited for a data slot: the test proves nothing";
+  EXPECT_EQ(after_logout, 0) << "READs went out after the Logout Request";
+  EXPECT_EQ(done, kReads) << "READs never completed (answered, or failed with the session)";
+  s->Close().IgnoreError();
+}
+
+}  // namespace
+}  // namespace iser

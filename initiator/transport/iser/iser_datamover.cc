@@ -391,7 +391,9 @@ bool IserDatamover::TrySend(Task* task, const Bhs& bhs, std::span<const uint8_t>
 void IserDatamover::SendQueued() {
   bool commands_wait = false;
   for (auto next = pending_.begin(); next != pending_.end() && !failed_;) {
-    if (next->task != nullptr && commands_wait) {
+    // Nothing follows a Logout Request on its connection (RFC 7143 11.14): a command it passed
+    // waits for the next connection, where the session replays it.
+    if (next->task != nullptr && (commands_wait || logout_posted_)) {
       ++next;
       continue;
     }
@@ -412,6 +414,7 @@ void IserDatamover::SendQueued() {
     if (exposed != nullptr) {
       events_->OnCommandPosted(exposed);
     } else if (next->task == nullptr) {
+      logout_posted_ |= next->bhs.opcode() == Opcode::kLogoutRequest;
       events_->OnControlPosted(next->bhs);
     }
     if (next->task != nullptr) --next->task->pdus_held;

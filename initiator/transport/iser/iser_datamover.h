@@ -132,7 +132,8 @@ class IserDatamover final : public Datamover, private IoLoopEvents {
   DatamoverEvents* events_ = nullptr;
   IoLoop loop_{"iser-io", std::chrono::seconds(1)};  // the name shows in top -H and bench
   bool failed_ = false;
-  Status unreported_failure_;  // OK unless Retire failed the connection
+  bool logout_posted_ = false;  // from then on, task PDUs stay in pending_
+  Status unreported_failure_;   // OK unless Retire failed the connection
   bool async_registered_ = false;
   Mutex async_mu_;
   Status async_failure_ ISER_GUARDED_BY(async_mu_);
