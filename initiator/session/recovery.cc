@@ -87,6 +87,7 @@ uint64_t Session::CollectForReplay(const std::string& cause, bool progress) {
   free_slots_.clear();
   for (uint32_t s = kSlots - 1; s >= 1; --s) free_slots_.push_back(s);
   tmfs_.clear();
+  answers_due_.clear();
   resets_waiting_.clear();
   r2ts_unanswered_.clear();
   std::sort(sent.begin(), sent.end(), [](const ReplayLife& a, const ReplayLife& b) {

@@ -244,13 +244,13 @@ void Session::Dispatch() {
   Task* held_after = nullptr;  // the last task left in the queue
   Task** link = &pending_head_;
   // As many commands as the target's window and the datamover's receives allow, counting the
-  // task management requests that also wait for an answer, less one receive kept for task
-  // management: commands holding them all would keep the abort or the LUN reset of a stalled
-  // command from ever leaving (RoomForTaskManagement).
+  // task management requests that also wait for an answer and the late answers that may still
+  // come, less one receive kept for task management: commands holding them all would keep the
+  // abort or the LUN reset of a stalled command from ever leaving (RoomForTaskManagement).
   const uint32_t most = dm_->MaxOutstandingCommands();
   const uint32_t for_commands = most > 1 ? most - 1 : most;
   while (*link && !free_slots_.empty() && window_.Open() &&
-         CommandsAwaitingResponse() + tmfs_.size() < for_commands) {
+         CommandsAwaitingResponse() + tmfs_.size() + answers_due_.size() < for_commands) {
     Task* t = *link;
     if ((!tmfs_.empty() || !resets_waiting_.empty()) && LunBeingReset(t->lun)) {
       held_after = t;
@@ -802,6 +802,7 @@ void Session::FailAll(const Status& status) {
     }
   }
   tmfs_.clear();
+  answers_due_.clear();
   resets_waiting_.clear();
   r2ts_unanswered_.clear();
   replay_lives_.clear();

@@ -290,6 +290,13 @@ class Session final : private DatamoverEvents {
   };
   std::vector<HeldR2T> r2ts_unanswered_;
   std::vector<uint32_t> late_tmf_itts_;  // ForgetTaskManagement's, oldest first, bounded
+  // ABORT TASKs that timed out, whose answers may still come until their LUN's reset is
+  // answered (a target answers task management in order): commands leave their receives free.
+  struct AnswerDue {
+    uint32_t itt;
+    uint64_t lun;
+  };
+  std::vector<AnswerDue> answers_due_;
   uint32_t control_itt_ = 0;
   Clock::time_point connected_at_;
   Clock::time_point last_receive_;

@@ -131,6 +131,7 @@ void Session::CheckCommandTimeouts(Clock::time_point now) {
                                 "; resetting LUN " + std::to_string(m.lun));
     tmfs_.erase(tmfs_.begin() + static_cast<ptrdiff_t>(i));
     ForgetTaskManagement(m.itt);
+    answers_due_.push_back({m.itt, m.lun});
     if (std::find(reset_luns.begin(), reset_luns.end(), m.lun) == reset_luns.end()) {
       reset_luns.push_back(m.lun);
     }
@@ -184,6 +185,7 @@ void Session::HandleTaskManagementResponse(const Bhs& bhs) {
     // A slow target's answer to a function we stopped waiting for (it timed out, or a LUN reset
     // covered it): what it ended has been dealt with since.
     late_tmf_itts_.erase(late);
+    std::erase_if(answers_due_, [&](const AnswerDue& d) { return d.itt == bhs.itt(); });
     UpdateSequence(bhs, true);
     Log(LogLevel::kDebug, Describe() + ": late Task Management answer (ITT " + HexTag(bhs.itt()) +
                               ", response " + std::to_string(bhs.b[2]) + ") ignored");
@@ -214,6 +216,7 @@ void Session::HandleTaskManagementResponse(const Bhs& bhs) {
   }
   // The reset ended the tasks the LUN had when it was sent (commands to the LUN have waited
   // since): their answers will never come, and those of their aborts are late if they do.
+  std::erase_if(answers_due_, [&](const AnswerDue& d) { return d.lun == m.lun; });
   std::erase_if(tmfs_, [&](const TaskManagement& x) {
     if (x.lun != m.lun) return false;
     ForgetTaskManagement(x.itt);

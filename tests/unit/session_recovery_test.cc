@@ -767,6 +767,36 @@ TEST_F(CommandTimeoutTest, AStalledCommandIsAbortedWhenCommandsHoldEveryOtherRec
   EXPECT_FALSE(fake_.failed()) << fake_.failure().message();
 }
 
+// An ABORT TASK that timed out may still be answered until its LUN's reset is (a target answers
+// task management in order), and its answer needs a receive too: commands leave it one. With 4
+// receives, one kept for task management, a stalled read and its LUN reset, the late abort's
+// answer takes the last receive commands could have had.
+TEST_F(CommandTimeoutTest, ALateAbortAnswerThatMayStillComeKeepsItsReceiveFromCommands) {
+  fake_.options().login_cmdsn_window = 1000;
+  fake_.options().max_outstanding_commands = 4;
+  Open10s();
+  fake_.max_cmdsn = 1000;
+  TestTask& stalled = NewRead(512);
+  stalled.task.lun = 2;
+  session_->Submit(&stalled.task);
+  ASSERT_EQ(TakeCommands().size(), 1u);
+  std::vector<SentPdu> abort = PassCommandTimeout();
+  ASSERT_EQ(abort.size(), 1u);
+  std::vector<SentPdu> reset = PassCommandTimeout();  // the abort timed out: LUN reset
+  ASSERT_EQ(reset.size(), 1u);
+  ASSERT_EQ(reset[0].bhs.flags() & 0x7f, 5);
+  TestTask& other = NewRead(512);
+  session_->Submit(&other.task);
+  EXPECT_TRUE(TakeCommands().empty())
+      << "a command took the receive the late ABORT TASK answer may still need (1 command, the "
+         "LUN reset and that answer in 3 receives)";
+  AnswerTmf(abort[0], 0);  // late: its receive is free again
+  EXPECT_EQ(TakeCommands().size(), 1u);
+  AnswerTmf(reset[0], 0);
+  EXPECT_EQ(TakeCommands().size(), 1u) << "the stalled read, sent again after its reset";
+  EXPECT_FALSE(fake_.failed()) << fake_.failure().message();
+}
+
 // Every way a sent task ends tells the datamover first (Datamover::Retire), so that an iSER
 // connection revokes the task's STag before its ITT is reused or its buffer handed back.
 TEST_F(CommandTimeoutTest, EveryEndingRetiresTheTaskFromTheDatamover) {
