@@ -337,6 +337,7 @@ void TcpFramedDatamover::Retire(Task* task) {
 }
 
 void TcpFramedDatamover::DropUnstartedDataOut(const Task* task) {
+  if (iov_pos_ == iov_count_) return;  // the batch is written whole
   // A frame is untouched while its header's iovec still starts at the header: Sent moves it on.
   size_t frame = iov_pos_ / 3;
   if (iov_pos_ % 3 != 0 || iov_[iov_pos_].iov_base != frames_[frame].header) ++frame;
