@@ -65,6 +65,12 @@ std::string LimitLockedMemory() {
   return "";
 }
 
+// Sets the flag when the test leaves, however it leaves: a script waiting on it ends.
+struct SetOnExit {
+  std::atomic<bool>* flag;
+  ~SetOnExit() { *flag = true; }
+};
+
 // Submits `n` READs of 4 KiB; each completion counts in *done.
 void SubmitReads(Session* s, std::vector<Task>* tasks, std::vector<std::vector<uint8_t>>* buffers,
                  std::atomic<int>* done) {
@@ -112,10 +118,8 @@ TEST(IserControlBehindData, ANopOutPassesReadsWaitingForADataSlot) {
       }
     }
   });
-  struct ReleaseOnExit {  // an assertion that returns early must not leave the script waiting
-    std::atomic<bool>* release;
-    ~ReleaseOnExit() { *release = true; }
-  } release_on_exit{&release};
+  // An assertion that returns early must not leave the script waiting.
+  const SetOnExit release_on_exit{&release};
   ASSERT_EQ(target.error(), "");
 
   SessionOptions o = test::FakeIserSessionOptions(kPort);
@@ -196,10 +200,7 @@ TEST(IserControlBehindData, OnlyReadsThatLeftAreAbortedAndNoneGoesOutAfterItsAbo
       }
     }
   });
-  struct StopOnExit {
-    std::atomic<bool>* stop;
-    ~StopOnExit() { *stop = true; }
-  } stop_on_exit{&stop};
+  const SetOnExit stop_on_exit{&stop};
   ASSERT_EQ(target.error(), "");
   SessionOptions o = test::FakeIserSessionOptions(kPort);
   o.command_timeout = std::chrono::seconds(1);
@@ -282,10 +283,7 @@ TEST(IserControlBehindData, NoReadWaitingForMemoryGoesOutAfterTheLogout) {
     }
     t.Send(Answer(Opcode::kLogoutResponse, t, logout));
   });
-  struct StopOnExit {
-    std::atomic<bool>* stop;
-    ~StopOnExit() { *stop = true; }
-  } stop_on_exit{&stop};
+  const SetOnExit stop_on_exit{&stop};
   ASSERT_EQ(target.error(), "");
   SessionOptions o = test::FakeIserSessionOptions(kPort);
   o.nop_interval = std::chrono::milliseconds(0);

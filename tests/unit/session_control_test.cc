@@ -28,6 +28,13 @@ class SessionControlTest : public SessionTest {
     }
     return out;
   }
+  // Async Message event 1: the target asks for a logout within `within` seconds.
+  Bhs LogoutRequested(uint16_t within) {
+    Bhs async = fake_.Header(Opcode::kAsyncMessage, kReservedTag);
+    async.b[36] = 1;
+    async.set_u16(42, within);
+    return async;
+  }
 };
 
 TEST_F(SessionControlTest, ARejectedCommandCompletesThatTaskWithAnError) {
@@ -75,9 +82,7 @@ TEST_F(SessionControlTest, AsyncEventOneLogsOutOnceTheTasksAreDone) {
   Open();
   TestTask& a = NewRead(512);
   session_->Submit(&a.task);
-  Bhs async = fake_.Header(Opcode::kAsyncMessage, kReservedTag);
-  async.b[36] = 1;
-  async.set_u16(42, 3);
+  const Bhs async = LogoutRequested(3);
   fake_.Deliver(async);
   EXPECT_TRUE(Sent(Opcode::kLogoutRequest).empty()) << "a task is still in flight";
   Respond(a);
@@ -93,9 +98,7 @@ TEST_F(SessionControlTest, AsyncEventOneLogsOutByParameter3WithTasksStillInFligh
   Open();
   TestTask& a = NewRead(512);
   session_->Submit(&a.task);
-  Bhs async = fake_.Header(Opcode::kAsyncMessage, kReservedTag);
-  async.b[36] = 1;
-  async.set_u16(42, 3);
+  const Bhs async = LogoutRequested(3);
   fake_.Deliver(async);
   fake_.Advance(std::chrono::seconds(2));
   fake_.FireTimer();
@@ -116,9 +119,7 @@ TEST_F(SessionControlTest, AsyncEventOneRepeatedKeepsTheFirstDeadline) {
   Open();
   TestTask& a = NewRead(512);
   session_->Submit(&a.task);
-  Bhs async = fake_.Header(Opcode::kAsyncMessage, kReservedTag);
-  async.b[36] = 1;
-  async.set_u16(42, 3);
+  const Bhs async = LogoutRequested(3);
   for (int second = 0; second < 4; ++second) {
     fake_.Deliver(async);
     fake_.Advance(std::chrono::seconds(1));

@@ -443,6 +443,18 @@ class CommandTimeoutTest : public SessionRecoveryTest {
     fake_.FireTimer();
     return TakeTaskManagement();
   }
+  // Submits a read to LUN 2 that stays unanswered until its ABORT TASK times out and the LUN
+  // reset leaves: the abort and the reset as sent.
+  void StallUntilLunReset(TestTask& t, std::vector<SentPdu>* abort, std::vector<SentPdu>* reset) {
+    t.task.lun = 2;
+    session_->Submit(&t.task);
+    ASSERT_EQ(TakeCommands().size(), 1u);
+    *abort = PassCommandTimeout();
+    ASSERT_EQ(abort->size(), 1u);
+    *reset = PassCommandTimeout();  // the abort timed out: LUN reset
+    ASSERT_EQ(reset->size(), 1u);
+    ASSERT_EQ((*reset)[0].bhs.flags() & 0x7f, 5);
+  }
   void AnswerTmf(const SentPdu& tmf, uint8_t response) {
     Bhs r = fake_.Header(Opcode::kTaskMgmtResponse, tmf.bhs.itt());
     r.b[2] = response;
@@ -573,14 +585,8 @@ TEST_F(CommandTimeoutTest, CommandsSubmittedDuringALunResetWaitForItAndRunOnce) 
 TEST_F(CommandTimeoutTest, LateTaskManagementAnswersAreAcceptedQuietly) {
   Open10s();
   TestTask& t = NewRead(512);
-  t.task.lun = 2;
-  session_->Submit(&t.task);
-  ASSERT_EQ(TakeCommands().size(), 1u);
-  std::vector<SentPdu> abort = PassCommandTimeout();
-  ASSERT_EQ(abort.size(), 1u);
-  std::vector<SentPdu> reset = PassCommandTimeout();  // the abort timed out: LUN reset
-  ASSERT_EQ(reset.size(), 1u);
-  ASSERT_EQ(reset[0].bhs.flags() & 0x7f, 5);
+  std::vector<SentPdu> abort, reset;
+  ASSERT_NO_FATAL_FAILURE(StallUntilLunReset(t, &abort, &reset));
   AnswerTmf(abort[0], 0);  // the timed-out abort's answer, late
   EXPECT_FALSE(fake_.failed()) << fake_.failure().message();
   AnswerTmf(reset[0], 0);
@@ -777,14 +783,8 @@ TEST_F(CommandTimeoutTest, ALateAbortAnswerThatMayStillComeKeepsItsReceiveFromCo
   Open10s();
   fake_.max_cmdsn = 1000;
   TestTask& stalled = NewRead(512);
-  stalled.task.lun = 2;
-  session_->Submit(&stalled.task);
-  ASSERT_EQ(TakeCommands().size(), 1u);
-  std::vector<SentPdu> abort = PassCommandTimeout();
-  ASSERT_EQ(abort.size(), 1u);
-  std::vector<SentPdu> reset = PassCommandTimeout();  // the abort timed out: LUN reset
-  ASSERT_EQ(reset.size(), 1u);
-  ASSERT_EQ(reset[0].bhs.flags() & 0x7f, 5);
+  std::vector<SentPdu> abort, reset;
+  ASSERT_NO_FATAL_FAILURE(StallUntilLunReset(stalled, &abort, &reset));
   TestTask& other = NewRead(512);
   session_->Submit(&other.task);
   EXPECT_TRUE(TakeCommands().empty())
