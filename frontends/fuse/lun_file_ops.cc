@@ -150,10 +150,22 @@ void LunFileRead(fuse_req_t req, const LunFile& f, size_t size, off_t off) {
   const uint64_t end = f.device->size_bytes();
   if (off < 0 || static_cast<uint64_t>(off) >= end) return (void)fuse_reply_buf(req, nullptr, 0);
   const size_t n = std::min<uint64_t>(size, end - off);
-  // One buffer per worker thread, reused: requests are up to 1 MiB.
+  // One buffer per worker thread, reused: requests are up to 1 MiB. It serves every file, so a
+  // read may leave in it what a target did not place only where it holds nothing but this LUN's
+  // bytes (or zeroes): another LUN's must never reach this file's reader.
   thread_local std::vector<uint8_t> buf;
+  // Its first buf_lun_bytes hold only what reads of the BlockDevice buf_lun placed there.
+  thread_local uint64_t buf_lun = 0;
+  thread_local size_t buf_lun_bytes = 0;
   if (buf.size() < n) buf.resize(n);
-  const Status st = f.device->Read(off, buf.data(), n);
+  const bool same_lun = buf_lun == f.device->id() && n <= buf_lun_bytes;
+  // A read that fails may have placed some bytes and not others.
+  buf_lun = 0;
+  const Status st = f.device->Read(off, buf.data(), n, same_lun);
+  if (st.ok()) {
+    buf_lun = f.device->id();
+    buf_lun_bytes = same_lun ? buf_lun_bytes : n;
+  }
   if (!st.ok()) return ReplyStatus(req, st);
   fuse_reply_buf(req, reinterpret_cast<const char*>(buf.data()), n);
 }

@@ -94,6 +94,11 @@ BlockDevice::BlockDevice(std::shared_ptr<Session> session, LunInfo info)
       luns_changes_seen_(session_->luns_changes()),
       zero_block_(info_.logical_block_size) {}
 
+uint64_t BlockDevice::NextId() {
+  static std::atomic<uint64_t> last{0};
+  return ++last;
+}
+
 BlockDevice::~BlockDevice() = default;
 
 uint64_t BlockDevice::size_bytes() {
@@ -189,7 +194,8 @@ void BlockDevice::Submit(IoRequest* req) {
 
 // Runs one large aligned read or write as up to kMaxChunksInFlight concurrent commands of at
 // most max_transfer_bytes each; the completion of one chunk submits the next.
-Status BlockDevice::RunChunked(IoOp op, uint64_t offset, uint8_t* buf, uint64_t len, bool fua) {
+Status BlockDevice::RunChunked(IoOp op, uint64_t offset, uint8_t* buf, uint64_t len, bool fua,
+                               bool keeps_unplaced_bytes) {
   struct Run {
     BlockDevice* dev;
     IoOp op;
@@ -197,6 +203,7 @@ Status BlockDevice::RunChunked(IoOp op, uint64_t offset, uint8_t* buf, uint64_t 
     uint8_t* buf;
     uint64_t len;
     bool fua;
+    bool keeps_unplaced_bytes;
     Mutex mu;
     uint64_t next ISER_GUARDED_BY(mu) = 0;
     int outstanding ISER_GUARDED_BY(mu) = 0;
@@ -217,6 +224,7 @@ Status BlockDevice::RunChunked(IoOp op, uint64_t offset, uint8_t* buf, uint64_t 
         scsi::Write(t, lba, n / bs, buf + next, n, fua);
       }
       t.lun = dev->info_.lun;
+      t.keeps_unplaced_bytes = keeps_unplaced_bytes;
       t.context = this;
       t.on_complete = &Run::Done;
       next += n;
@@ -244,7 +252,7 @@ Status BlockDevice::RunChunked(IoOp op, uint64_t offset, uint8_t* buf, uint64_t 
       return t.cdb_length == 16 ? LoadBe64(&t.cdb[2]) : LoadBe32(&t.cdb[2]);
     }
   };
-  Run run{this, op, offset, buf, len, fua};
+  Run run{this, op, offset, buf, len, fua, keeps_unplaced_bytes};
   int started = 0;
   {
     MutexLock lock(&run.mu);
@@ -257,24 +265,25 @@ Status BlockDevice::RunChunked(IoOp op, uint64_t offset, uint8_t* buf, uint64_t 
   return run.error;
 }
 
-Status BlockDevice::ReadAligned(uint64_t offset, uint8_t* buf, uint64_t len) {
-  return RunChunked(IoOp::kRead, offset, buf, len, false);
+Status BlockDevice::ReadAligned(uint64_t offset, uint8_t* buf, uint64_t len,
+                                bool keeps_unplaced_bytes) {
+  return RunChunked(IoOp::kRead, offset, buf, len, false, keeps_unplaced_bytes);
 }
 
 Status BlockDevice::WriteAligned(uint64_t offset, const uint8_t* buf, uint64_t len, bool fua) {
-  return RunChunked(IoOp::kWrite, offset, const_cast<uint8_t*>(buf), len, fua);
+  return RunChunked(IoOp::kWrite, offset, const_cast<uint8_t*>(buf), len, fua, false);
 }
 
-Status BlockDevice::Read(uint64_t offset, void* out, size_t len) {
+Status BlockDevice::Read(uint64_t offset, void* out, size_t len, bool keeps_unplaced_bytes) {
   ISER_RETURN_IF_ERROR(CheckRange(offset, len, "read"));
   if (len == 0) return Status::OK();
   auto* buf = static_cast<uint8_t*>(out);
   const uint32_t bs = info_.logical_block_size;
   const uint64_t head = offset % bs;
-  if (head == 0 && len % bs == 0) return ReadAligned(offset, buf, len);
+  if (head == 0 && len % bs == 0) return ReadAligned(offset, buf, len, keeps_unplaced_bytes);
   std::vector<uint8_t> block(bs);
   if (head != 0) {
-    ISER_RETURN_IF_ERROR(ReadAligned(offset - head, block.data(), bs));
+    ISER_RETURN_IF_ERROR(ReadAligned(offset - head, block.data(), bs, false));
     const size_t n = std::min<uint64_t>(bs - head, len);
     std::memcpy(buf, block.data() + head, n);
     buf += n;
@@ -282,9 +291,9 @@ Status BlockDevice::Read(uint64_t offset, void* out, size_t len) {
     len -= n;
   }
   const uint64_t middle = len - len % bs;
-  if (middle > 0) ISER_RETURN_IF_ERROR(ReadAligned(offset, buf, middle));
+  if (middle > 0) ISER_RETURN_IF_ERROR(ReadAligned(offset, buf, middle, keeps_unplaced_bytes));
   if (len > middle) {
-    ISER_RETURN_IF_ERROR(ReadAligned(offset + middle, block.data(), bs));
+    ISER_RETURN_IF_ERROR(ReadAligned(offset + middle, block.data(), bs, false));
     std::memcpy(buf + middle, block.data(), len - middle);
   }
   return Status::OK();
@@ -332,7 +341,7 @@ Status BlockDevice::Write(uint64_t offset, const void* in, size_t len, bool fua)
     std::vector<uint8_t> block(bs);
     if (head != 0) {
       const size_t n = std::min<uint64_t>(bs - head, len);
-      st = ReadAligned(offset - head, block.data(), bs);
+      st = ReadAligned(offset - head, block.data(), bs, false);
       if (st.ok()) {
         std::memcpy(block.data() + head, buf, n);
         st = WriteAligned(offset - head, block.data(), bs, fua);
@@ -344,7 +353,7 @@ Status BlockDevice::Write(uint64_t offset, const void* in, size_t len, bool fua)
     const uint64_t middle = len - len % bs;
     if (st.ok() && middle > 0) st = WriteAligned(offset, buf, middle, fua);
     if (st.ok() && len > middle) {
-      st = ReadAligned(offset + middle, block.data(), bs);
+      st = ReadAligned(offset + middle, block.data(), bs, false);
       if (st.ok()) {
         std::memcpy(block.data(), buf + middle, len - middle);
         st = WriteAligned(offset + middle, block.data(), bs, fua);

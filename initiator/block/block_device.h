@@ -73,10 +73,16 @@ class BlockDevice {
   // open (another LUN has that number now: open it again).
   Result<uint64_t> RefreshSize();
   Session& session() { return *session_; }
+  // Unique in this process and never reused, unlike the object's address: a buffer tagged with
+  // it holds this BlockDevice's bytes only.
+  uint64_t id() const { return id_; }
 
   void Submit(IoRequest* req);
 
-  Status Read(uint64_t offset, void* buf, size_t len);
+  // keeps_unplaced_bytes: buf holds nothing but earlier reads of this BlockDevice (see id()), so
+  // a transport may leave in place what a target answering GOOD did not write
+  // (Task::keeps_unplaced_bytes).
+  Status Read(uint64_t offset, void* buf, size_t len, bool keeps_unplaced_bytes = false);
   Status Write(uint64_t offset, const void* buf, size_t len, bool fua = false);
   Status Flush();
   // fua: durable on return (a SYNCHRONIZE CACHE over the range: UNMAP has no FUA bit).
@@ -92,15 +98,18 @@ class BlockDevice {
  private:
   BlockDevice(std::shared_ptr<Session> session, LunInfo info);
   Status CheckRange(uint64_t offset, uint64_t len, const char* what) const;
-  Status ReadAligned(uint64_t offset, uint8_t* buf, uint64_t len);
+  static uint64_t NextId();
+  Status ReadAligned(uint64_t offset, uint8_t* buf, uint64_t len, bool keeps_unplaced_bytes);
   Status WriteAligned(uint64_t offset, const uint8_t* buf, uint64_t len, bool fua);
-  Status RunChunked(IoOp op, uint64_t offset, uint8_t* buf, uint64_t len, bool fua);
+  Status RunChunked(IoOp op, uint64_t offset, uint8_t* buf, uint64_t len, bool fua,
+                    bool keeps_unplaced_bytes);
   Status Execute(Task& t, const std::string& what);
   Status SyncRange(uint64_t lba, uint64_t blocks);
   bool Overlaps(uint64_t first_block, uint64_t last_block) const ISER_REQUIRES(range_mu_);
   void LockRange(uint64_t first_block, uint64_t last_block);
   void UnlockRange(uint64_t first_block, uint64_t last_block);
 
+  const uint64_t id_ = NextId();
   std::shared_ptr<Session> session_;
   LunInfo info_;
   std::atomic<uint64_t> size_bytes_;
