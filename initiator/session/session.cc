@@ -788,7 +788,8 @@ void Session::OnTimer() {
                                " s: the target stopped responding"));
     return;
   }
-  if (options_.nop_interval.count() > 0 && !nop_outstanding_ &&
+  // Nothing follows a Logout Request on its connection (RFC 7143 11.14).
+  if (options_.nop_interval.count() > 0 && !nop_outstanding_ && !logout_sent_ &&
       now - last_receive_ > options_.nop_interval) {
     SendNopOut();
   }

@@ -53,7 +53,8 @@ void Session::SendTaskManagement(uint8_t function, uint64_t lun, Task* reference
 }
 
 bool Session::BeingAborted(const Task* task) const {
-  return slot_abort_[task->itt & (kSlots - 1)] == kAbortTask;
+  // A LUN reset overwrites the mark of a task whose ABORT TASK is still outstanding.
+  return slot_abort_[task->itt & (kSlots - 1)] == kAbortTask || AbortOutstanding(task->itt);
 }
 
 bool Session::AbortOutstanding(uint32_t itt) const {
@@ -81,22 +82,29 @@ bool Session::RoomForTaskManagement() const {
 }
 
 void Session::StartLunReset(uint64_t lun) {
-  if (LunBeingReset(lun)) return;
-  if (!RoomForTaskManagement()) {
-    // CheckCommandTimeouts sends it at a later tick; the LUN's new commands wait meanwhile.
-    resets_waiting_.push_back(lun);
-    return;
-  }
-  SendTaskManagement(kLogicalUnitReset, lun, nullptr);
-  for (uint32_t s = 1; s < kSlots; ++s) {
-    // A command still held by the datamover reaches the target after the reset, as a new one.
-    if (slots_[s] && slots_[s]->lun == lun && slot_posted_[s]) slot_abort_[s] = kLogicalUnitReset;
+  const bool sent = std::any_of(tmfs_.begin(), tmfs_.end(), [&](const TaskManagement& m) {
+    return m.function == kLogicalUnitReset && m.lun == lun;
+  });
+  if (!sent) {
+    // Waiting for room already: CheckCommandTimeouts sends it at a later tick.
+    if (LunBeingReset(lun)) return;
+    if (!RoomForTaskManagement()) {
+      // The LUN's new commands wait meanwhile.
+      resets_waiting_.push_back(lun);
+      return;
+    }
+    SendTaskManagement(kLogicalUnitReset, lun, nullptr);
+    for (uint32_t s = 1; s < kSlots; ++s) {
+      // A command still held by the datamover reaches the target after the reset, as a new one.
+      if (slots_[s] && slots_[s]->lun == lun && slot_posted_[s]) slot_abort_[s] = kLogicalUnitReset;
+    }
   }
   // The target completes the reset once the R2Ts it issued are answered (RFC 7143 4.2.3.3),
   // those left unanswered while their tasks were being aborted included, once we stopped
-  // waiting for the abort. One whose ABORT TASK is still outstanding stays unanswered: the
-  // target may have aborted the task already, and Data-Out for a task it no longer has ends
-  // the connection.
+  // waiting for the abort: when the reset goes, and when an ABORT TASK still outstanding then
+  // times out or is refused (both call here). One whose ABORT TASK is still outstanding stays
+  // unanswered: the target may have aborted the task already, and Data-Out for a task it no
+  // longer has ends the connection.
   std::erase_if(r2ts_unanswered_, [&](const HeldR2T& r) {
     Task* t = LookupTask(r.itt);
     if (t == nullptr) return true;
@@ -146,8 +154,11 @@ void Session::CheckCommandTimeouts(Clock::time_point now) {
         now - slot_sent_at_[s] <= timeout) {
       continue;
     }
-    // A reset waiting for room will cover it.
-    if (!resets_waiting_.empty() && LunBeingReset(t->lun)) continue;
+    // Not while its LUN's reset is under way or waiting for room: one sent covers the commands
+    // that had left when it went, and the others (held by the datamover then) are aborted once
+    // it is answered. An ABORT TASK sent meanwhile would be forgotten by the reset's answer
+    // without ending a command it does not cover, which would then wait for ever.
+    if (LunBeingReset(t->lun)) continue;
     // The other aborts wait for room like commands do; the next tick tries again.
     if (!RoomForTaskManagement()) break;
     Log(LogLevel::kWarning, Describe() + ": no answer to CDB opcode " + HexByte(t->cdb[0]) +

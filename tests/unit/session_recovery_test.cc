@@ -749,6 +749,38 @@ TEST_F(CommandTimeoutTest, AnR2TWhoseAbortIsStillOutstandingStaysUnansweredWhenT
   EXPECT_FALSE(fake_.failed()) << fake_.failure().message();
 }
 
+// The LUN reset marks the tasks it covers, the one whose ABORT TASK is still outstanding too: an
+// R2T of that task arriving after the reset went stays unanswered all the same, and is answered
+// once its abort has timed out (the reset then waits for that Data-Out, RFC 7143 4.2.3.3). Before,
+// the first was answered at once and the second never, so the reset timed out.
+TEST_F(CommandTimeoutTest, AnR2TAfterTheResetWaitsForItsTasksAbortToEnd) {
+  Open10s();
+  TestTask& w = NewWrite(65536);
+  TestTask& r = NewRead(512);
+  session_->Submit(&w.task);
+  session_->Submit(&r.task);
+  std::vector<SentPdu> first = TakeCommands();
+  ASSERT_EQ(first.size(), 2u);
+  std::vector<SentPdu> aborts = PassCommandTimeout();
+  ASSERT_EQ(aborts.size(), 2u);
+  AnswerTmf(aborts[1], 255);  // the read's abort refused: LUN reset, the write's abort pending
+  std::vector<SentPdu> reset = TakeTaskManagement();
+  ASSERT_EQ(reset.size(), 1u);
+  ASSERT_EQ(reset[0].bhs.flags() & 0x7f, 5);
+  fake_.Deliver(R2TFor(fake_, first[0].bhs.itt(), 0));
+  EXPECT_TRUE(fake_.TakeSent().empty())
+      << "an R2T of a task whose ABORT TASK is outstanding was answered after the LUN reset went";
+  fake_.Advance(std::chrono::seconds(11));  // the write's abort times out; the reset does not yet
+  fake_.FireTimer();
+  const std::vector<SentPdu> sent = fake_.TakeSent();
+  ASSERT_EQ(Kinds(sent), std::vector<SentPdu::Kind>{SentPdu::Kind::kDataOut})
+      << "the R2T held while the abort was outstanding was not answered once it timed out";
+  EXPECT_EQ(sent[0].bhs.itt(), first[0].bhs.itt());
+  AnswerTmf(reset[0], 0);
+  EXPECT_EQ(TakeCommands().size(), 2u);
+  EXPECT_FALSE(fake_.failed()) << fake_.failure().message();
+}
+
 // Task management requests need a receive like commands do (on iWARP a SEND that finds no
 // posted receive ends the connection), so commands never take the last one: with the target's
 // window wide open and every command stalled, an ABORT TASK still leaves, one at a time, and
