@@ -10,7 +10,8 @@
 #include "cli/common.h"
 #include "discovery/node_store.h"
 #include "discovery/sendtargets.h"
-#include "frontends/fuse/tree_client.h"
+#include "frontends/fuse/session_daemon.h"
+#include "sessions/client.h"
 
 namespace iser::cli {
 
@@ -26,13 +27,19 @@ void AddLogoutCommand(CLI::App& app, GlobalOptions& g);
 // SendTargets at the URL's portal (TCP unless the options ask for iSER).
 Result<std::vector<DiscoveredTarget>> Discover(const IscsiUrl& portal_url, const ConnectOptions& c);
 
+// The session daemon's tree: where it is, and how a daemon a login starts serves it.
+struct TreeLoginOptions {
+  std::string mountpoint;  // empty: sessions::DefaultTreeRoot()
+  fuse::SessionDaemonOptions daemon;
+};
+
 // The options of the session daemon's tree (--mountpoint, --read-only, ...), for login and
 // discover -l.
-void AddTreeOptions(CLI::App& cmd, fuse::TreeLoginOptions& tree);
+void AddTreeOptions(CLI::App& cmd, TreeLoginOptions& tree);
 // Logs in to each record (its settings, overridden by what the command line gave in base) and
 // prints each outcome; returns 0, 15 when every session existed already, else the exit code of
-// the last failure. Logs in from this process: it must be single-threaded (LoginToTree forks).
+// the last failure. Logs in from this process: it must be single-threaded (LoginToDaemon forks).
 int LoginToRecords(const NodeStore& store, const std::vector<NodeRecord>& records,
-                   const ConnectOptions& base, const fuse::TreeLoginOptions& tree);
+                   const ConnectOptions& base, const TreeLoginOptions& tree);
 
 }  // namespace iser::cli

@@ -86,7 +86,7 @@ void AddDiscoverCommand(CLI::App& app, GlobalOptions& g) {
     bool json = false;
     std::vector<std::string> ops;
     bool login = false;
-    fuse::TreeLoginOptions tree;
+    TreeLoginOptions tree;
   };
   auto args = std::make_shared<Args>();
   CLI::App* cmd = app.add_subcommand("discover", "SendTargets discovery: list targets and portals");

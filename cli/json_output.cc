@@ -70,6 +70,7 @@ Json SessionsJson(const std::vector<Json>& tree_statuses) {
       session["parameters"] = std::move(parameters);
       session["root"] = tree.value("root", std::string());
       session["pid"] = tree.value("pid", 0);
+      session["kind"] = tree.value("kind", std::string());
       if (tree.contains("portal")) session["portal_mount"] = tree["portal"];
       out.push_back(std::move(session));
     }

@@ -30,7 +30,7 @@ Json DiscoveryJson(const std::vector<DiscoveredTarget>& targets);
 // "read_only", "rotational"}]}]
 Json ListingJson(const std::vector<TargetListing>& listing);
 
-// session --json, from the status replies of the tree processes (frontends/fuse/control.h):
+// session --json, from the status replies of the tree processes (sessions/control.h):
 // [{"target", "portal" (HOST:PORT, where it logged in), "connection" (where it is now, with its
 // transport: "TCP 10.0.0.1:3260"), "transport" ("tcp" or "iser"), "state" ("logged in",
 // "recovering", "failed"), "recoveries", "replayed_tasks", "retried_commands", "commands",

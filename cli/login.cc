@@ -1,5 +1,5 @@
 // iser-connect login: a target's LUNs as files in the tree of the session daemon
-// (frontends/fuse/tree_client.h), ROOT/<target-iqn>/lun<N>; the target is a URL, or node records
+// (sessions/client.h), ROOT/<target-iqn>/lun<N>; the target is a URL, or node records
 // (discovery/node_store.h) chosen by -T/-p or --all, as iscsiadm -m node -l logs in to them.
 #include <cstdio>
 
@@ -15,12 +15,17 @@ std::string Bracketed(const std::string& target, const Portal& portal) {
 }
 
 // One login; prints what iscsiadm prints for it. Returns the exit code it stands for.
-int LoginOne(const IscsiUrl& url, const ConnectOptions& options, const fuse::TreeLoginOptions& tree,
+int LoginOne(const IscsiUrl& url, const ConnectOptions& options, const TreeLoginOptions& tree,
              const std::string& origin) {
   const std::string what = Bracketed(url.target, url.portal);
   std::printf("Logging in to %s\n", what.c_str());
   std::fflush(stdout);
-  Result<fuse::TreeLogin> login = fuse::LoginToTree(url, options, tree);
+  Result<sessions::DaemonLogin> login =
+      sessions::LoginToDaemon(url, options, tree.mountpoint,
+                              [&](const sessions::HolderPaths& paths,
+                                  const sessions::LoginSpec& spec, sessions::ReadyReporter* ready) {
+                                return fuse::ServeSessionDaemon(paths, spec, tree.daemon, ready);
+                              });
   if (!login.ok()) {
     std::fprintf(stderr, "iser-connect: could not log in to %s%s: %s\n", what.c_str(),
                  origin.c_str(), login.status().ToString().c_str());
@@ -47,22 +52,23 @@ ConnectOptions RecordOptions(const NodeRecord& record, const ConnectOptions& bas
 
 }  // namespace
 
-void AddTreeOptions(CLI::App& cmd, fuse::TreeLoginOptions& tree) {
+void AddTreeOptions(CLI::App& cmd, TreeLoginOptions& tree) {
   cmd.add_option("--mountpoint", tree.mountpoint,
                  "the tree's ROOT (default: $XDG_RUNTIME_DIR/iser-connect, /run/iser-connect as "
                  "root); an existing, empty directory when the daemon starts");
-  cmd.add_flag("--page-cache", tree.page_cache,
+  cmd.add_flag("--page-cache", tree.daemon.page_cache,
                "use the kernel page cache (default: direct I/O); when the daemon starts");
-  cmd.add_flag("-r,--read-only", tree.read_only,
+  cmd.add_flag("-r,--read-only", tree.daemon.read_only,
                "serve the tree read-only; when the daemon starts");
-  cmd.add_flag("--allow-other", tree.allow_other,
+  cmd.add_flag("--allow-other", tree.daemon.allow_other,
                "let other users open the files; when the daemon starts");
-  cmd.add_option("--threads", tree.max_threads, "FUSE worker threads; when the daemon starts")
+  cmd.add_option("--threads", tree.daemon.max_threads,
+                 "FUSE worker threads; when the daemon starts")
       ->check(CLI::Range(1, 1024));
 }
 
 int LoginToRecords(const NodeStore& store, const std::vector<NodeRecord>& records,
-                   const ConnectOptions& base, const fuse::TreeLoginOptions& tree) {
+                   const ConnectOptions& base, const TreeLoginOptions& tree) {
   int rc = exit_code::kOk;
   size_t existing = 0;
   for (const NodeRecord& record : records) {
@@ -87,7 +93,7 @@ void AddLoginCommand(CLI::App& app, GlobalOptions& g) {
     std::string target;
     std::string portal;
     bool all = false;
-    fuse::TreeLoginOptions tree;
+    TreeLoginOptions tree;
   };
   auto args = std::make_shared<Args>();
   CLI::App* cmd = app.add_subcommand(

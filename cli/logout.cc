@@ -1,9 +1,9 @@
 // iser-connect logout: flush, log out and remove a target's files from the tree holding it
-// (frontends/fuse/tree_client.h); the last logout of a tree ends its process.
+// (sessions/client.h); the last logout of a tree ends its process.
 #include <cstdio>
 
 #include "cli/commands.h"
-#include "frontends/fuse/tree_client.h"
+#include "sessions/client.h"
 
 namespace iser::cli {
 
@@ -28,10 +28,11 @@ void AddLogoutCommand(CLI::App& app, GlobalOptions& g) {
     }
     std::optional<std::string> which;
     if (!args->all) which = args->target;
-    Result<std::vector<std::string>> done = fuse::LogoutOfTrees(which);
+    Result<std::vector<sessions::LoggedOut>> done = sessions::LogoutOfHolders(which);
     if (!done.ok()) throw CLI::RuntimeError(Fail(done.status()));
-    for (const std::string& t : *done)
-      std::printf("Logout of [target: %s] successful.\n", t.c_str());
+    for (const sessions::LoggedOut& l : *done) {
+      std::printf("Logout of [target: %s] successful: %s\n", l.target.c_str(), l.root.c_str());
+    }
   });
 }
 

@@ -5,7 +5,7 @@
 
 #include "cli/commands.h"
 #include "cli/json_output.h"
-#include "frontends/fuse/tree_client.h"
+#include "sessions/client.h"
 
 namespace iser::cli {
 
@@ -39,7 +39,7 @@ void PrintSessions(const Json& sessions, int print_level) {
 
 void PrintRescans(const std::vector<Json>& replies) {
   for (const Json& r : replies) {
-    const Status st = fuse::StatusOfReply(r);
+    const Status st = sessions::StatusOfReply(r);
     const std::string root = r.value("root", std::string());
     if (!st.ok()) {
       std::printf("Rescan of %s failed: %s\n", root.c_str(), st.ToString().c_str());
@@ -83,7 +83,7 @@ void AddSessionCommand(CLI::App& app, GlobalOptions& g) {
   cmd->callback([args, &g] {
     SetupLogging(g);
     if (args->rescan) {
-      Result<std::vector<Json>> rescanned = fuse::RescanTrees();
+      Result<std::vector<Json>> rescanned = sessions::RescanHolders();
       if (!rescanned.ok()) throw CLI::RuntimeError(Fail(rescanned.status()));
       const std::vector<Json>& replies = *rescanned;
       if (replies.empty()) {
@@ -95,12 +95,12 @@ void AddSessionCommand(CLI::App& app, GlobalOptions& g) {
         PrintRescans(replies);
       }
       for (const Json& r : replies) {
-        const Status st = fuse::StatusOfReply(r);
+        const Status st = sessions::StatusOfReply(r);
         if (!st.ok()) throw CLI::RuntimeError(ExitCodeFor(st));
       }
       return;
     }
-    Result<std::vector<Json>> statuses = fuse::TreeStatuses();
+    Result<std::vector<Json>> statuses = sessions::HolderStatuses();
     if (!statuses.ok()) throw CLI::RuntimeError(Fail(statuses.status()));
     const Json sessions = SessionsJson(*statuses);
     if (args->json) {

@@ -1,6 +1,8 @@
 #include "frontends/fuse/mount.h"
 
 #include <fuse_lowlevel.h>
+#include <pthread.h>
+#include <signal.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -12,16 +14,20 @@
 #include <vector>
 
 #include "frontends/fuse/block_file_system.h"
-#include "frontends/fuse/detach.h"
 #include "frontends/fuse/lun_files.h"
 #include "frontends/fuse/serving.h"
 #include "frontends/fuse/size_watch.h"
-#include "frontends/fuse/tree_paths.h"
 #include "frontends/fuse/tree_server.h"
 #include "frontends/fuse/unmount_guard.h"
 #include "initiator/base/log.h"
+#include "sessions/detach.h"
+#include "sessions/holder.h"
+#include "sessions/state_dir.h"
 
 namespace iser::fuse {
+
+using sessions::ForkDetached;
+using sessions::PathsForRoot;
 
 namespace {
 
@@ -31,6 +37,62 @@ std::string FsName(const IscsiUrl& url) {
   if (url.lun) name.append("/").append(std::to_string(*url.lun));
   return name;
 }
+
+// A single-target mount in the session table (sessions/holder.h): `session` lists its session,
+// a logout of its target ends the mount. It takes no logins: its mount point shows one target.
+class MountHolder : public sessions::Holder {
+ public:
+  MountHolder(Session& session, std::string target, std::vector<std::string> files,
+              fuse_session* se)
+      : session_(session),
+        target_(std::move(target)),
+        files_(std::move(files)),
+        se_(se),
+        main_thread_(pthread_self()) {}
+
+  Status Login(const sessions::LoginSpec& spec, bool* exists) override {
+    *exists = spec.url.target == target_;
+    if (*exists) return Status::OK();
+    return Status::NotSupported("this mount serves " + target_ +
+                                " only: mount another target elsewhere, or log in to it in the "
+                                "session daemon's tree");
+  }
+  sessions::Json Logout(const sessions::Json& request, bool* last) override {
+    if (!request.value("all", false) && request.value("target", std::string()) != target_) {
+      return sessions::ReplyFor(
+          Status::NotFound("no session with " + request.value("target", std::string())));
+    }
+    *last = true;  // the files go with the mount, which ends: Serve flushes and logs out
+    sessions::Json reply = sessions::ReplyFor(Status::OK());
+    reply["targets"] = sessions::Json::array({target_});
+    return reply;
+  }
+  sessions::Json Sessions() override {
+    return sessions::Json::array({sessions::SessionStatus(session_, target_, files_)});
+  }
+  // The LUNs of a single-target mount are the ones it was mounted with (SizeWatch follows their
+  // sizes): a rescan has nothing to add.
+  void Rescan(int fd) override {
+    if (fd < 0) return;
+    sessions::Json reply = sessions::ReplyFor(Status::OK());
+    for (const char* key : {"added", "removed", "failed", "luns_added", "luns_removed"}) {
+      reply[key] = sessions::Json::array();
+    }
+    sessions::SendMessage(fd, reply).IgnoreError();
+    close(fd);
+  }
+  void End() override {
+    fuse_session_exit(se_);
+    pthread_kill(main_thread_, SIGTERM);
+  }
+
+ private:
+  Session& session_;
+  const std::string target_;
+  const std::vector<std::string> files_;
+  fuse_session* const se_;
+  const pthread_t main_thread_;
+};
 
 // Connects, mounts, serves until unmounted or signalled, shuts down. ready: the detached
 // child's reporter, or nullptr in the foreground.
@@ -77,22 +139,33 @@ Status Serve(const MountOptions& o, const std::string& mountpoint, ReadyReporter
     return Status::IoError("cannot mount on " + mountpoint + " (libfuse's reason is above)");
   }
   if (guard) guard->Arm();
-  Status result;
-  if (!o.pidfile.empty()) result = WritePidFile(o.pidfile);
-  if (result.ok()) {
+  std::vector<std::string> names;
+  for (const LunFile& f : fs.files()) names.push_back(mountpoint + "/" + f.name);
+  MountHolder holder(**session, o.url.target, std::move(names), se);
+  sessions::HolderServer registration(PathsForRoot(mountpoint), "mount");
+  Status result = registration.Register();
+  if (result.ok() && !o.pidfile.empty()) result = WritePidFile(o.pidfile);
+  const bool serve = result.ok();
+  if (serve) {
     Log(LogLevel::kInfo, "mounted " + o.url.Redacted() + " on " + mountpoint);
     SizeWatch sizes(fs.files(), se, BlockFileSystem::kFirstFileIno);
+    registration.Start(&holder);
     if (ready) ready->Ready();
     result = RunFuseLoop(se, o.max_threads);
   }
   IgnoreShutdownSignals();
   fuse_remove_signal_handlers(se);
+  registration.Stop();
+  // A login that finds no socket from now on waits for this lock, then for the unmount.
+  const int lock = serve ? sessions::LockStateDir(PathsForRoot(mountpoint).state_dir) : -1;
   fuse_session_unmount(se);
   Status st = FlushAndLogOut(**session, fs.files(), read_only);
   if (result.ok()) result = st;
   fuse_session_destroy(se);
   if (!o.pidfile.empty()) unlink(o.pidfile.c_str());
   Log(LogLevel::kInfo, "unmounted " + mountpoint);
+  registration.Finish();
+  if (lock >= 0) close(lock);
   return result;
 }
 

@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <chrono>
 #include <cstring>
@@ -17,8 +18,8 @@
 #include <thread>
 
 #include "discovery/discovery.h"
-#include "frontends/fuse/control.h"
 #include "frontends/fuse/lun_files.h"
+#include "frontends/fuse/session_daemon.h"
 #include "frontends/fuse/tree_file_system.h"
 #include "frontends/fuse/unmount_guard.h"
 #include "initiator/base/log.h"
@@ -26,57 +27,39 @@
 #include "initiator/base/thread_annotations.h"
 #include "initiator/block/lun_info.h"
 #include "initiator/login/negotiation.h"
+#include "sessions/control.h"
+#include "sessions/holder.h"
 
 namespace iser::fuse {
+
+using namespace sessions;  // the control protocol and the state directory it serves
 
 namespace {
 
 // The SIGHUP handler's way to the control thread (a whole-portal mount's rescan).
-int g_rescan_fd = -1;
+std::atomic<const HolderServer*> g_rescan_server{nullptr};
 
 void RescanSignal(int) {
-  const char c = 'r';
-  if (g_rescan_fd >= 0) (void)!write(g_rescan_fd, &c, 1);
+  if (const HolderServer* server = g_rescan_server.load()) server->PokeRescan();
 }
 
-const char* YesNo(bool b) {
-  return b ? "Yes" : "No";
-}
-
-Json ParametersJson(const NegotiatedParams& p) {
-  Json j = {{"HeaderDigest", DigestName(p.header_digest)},
-            {"DataDigest", DigestName(p.data_digest)},
-            {"MaxRecvDataSegmentLength", p.initiator_max_recv_data_segment_length},
-            {"MaxXmitDataSegmentLength", p.target_max_recv_data_segment_length},
-            {"MaxBurstLength", p.max_burst_length},
-            {"FirstBurstLength", p.first_burst_length},
-            {"ImmediateData", YesNo(p.immediate_data)},
-            {"InitialR2T", YesNo(p.initial_r2t)},
-            {"MaxOutstandingR2T", p.max_outstanding_r2t},
-            {"MaxConnections", p.max_connections},
-            {"DataPDUInOrder", YesNo(p.data_pdu_in_order)},
-            {"DataSequenceInOrder", YesNo(p.data_sequence_in_order)},
-            {"DefaultTime2Wait", p.default_time2wait},
-            {"DefaultTime2Retain", p.default_time2retain},
-            {"ErrorRecoveryLevel", p.error_recovery_level},
-            {"RDMAExtensions", YesNo(p.rdma_extensions)}};
-  if (p.rdma_extensions) {
-    j["InitiatorRecvDataSegmentLength"] = p.initiator_recv_data_segment_length;
-    j["TargetRecvDataSegmentLength"] = p.target_recv_data_segment_length;
-  }
-  if (p.target_portal_group_tag) j["TargetPortalGroupTag"] = *p.target_portal_group_tag;
-  if (!p.target_alias.empty()) j["TargetAlias"] = p.target_alias;
-  return j;
-}
-
-class TreeServer {
+class TreeServer : public Holder {
  public:
   explicit TreeServer(const TreeServerOptions& o) : o_(o), fs_(o.fs) {}
 
   Status Serve(const std::vector<LoginSpec>& initial, ReadyReporter* ready);
 
+  // Holder: the control thread's requests.
+  Status Login(const LoginSpec& spec, bool* exists) override;
+  Json Logout(const Json& request, bool* last) override;
+  Json Sessions() override;
+  // Has the watch thread rescan, then reply on fd (-1: SIGHUP's, only logged) and close it.
+  void Rescan(int fd) override;
+  // The FUSE loop ends (its wait is interrupted by the signal libfuse handles), and the main
+  // thread finishes the rest.
+  void End() override;
+
  private:
-  Status Login(const LoginSpec& spec, bool* exists);
   Result<std::vector<DiscoveredTarget>> DiscoverPortal();
   struct ScanResult {
     Status status;  // of the discovery
@@ -88,7 +71,7 @@ class TreeServer {
   };
   // The portal's targets now: logs in to the new ones and out of the gone ones (whole-portal
   // mounts); then every target's LUNs and sizes are read again (RescanLuns).
-  ScanResult Rescan();
+  ScanResult RescanAll();
   // Discovers again: logs in to the targets the portal added, out of those it dropped.
   void RescanPortal(ScanResult* r);
   // One target's LUNs now (REPORT LUNS, unless the login named a LUN): files appear for new
@@ -104,27 +87,14 @@ class TreeServer {
   // is not the one it was last told (a rescan, a unit attention or an open read it again).
   void NotifySizes();
   Status StartLogins(const std::vector<LoginSpec>& initial);
-  Json StatusJson();
-  void ControlMain();
   // The watch thread: RescanChangedLuns every kLunWatchInterval, and the rescans asked for.
   void WatchMain();
-  // Has the watch thread rescan, then reply on fd (-1: SIGHUP's, only logged) and close it.
-  void QueueRescan(int fd);
-  // Handles one connection; false when the process must end (the reply waits in reply_fd_).
-  bool Handle(int fd);
-  Json HandleLogout(const Json& request, bool* last);
-  void RemoveState();
   Status RemoveAll();
 
   const TreeServerOptions o_;
   TreeFileSystem fs_;
   fuse_session* se_ = nullptr;
-  int listen_fd_ = -1;
-  int wake_[2] = {-1, -1};
   pthread_t main_thread_{};
-  // The reply to the logout that removed the last session: sent once everything is cleaned up.
-  int reply_fd_ = -1;
-  Json reply_;
 
   // Every SCSI command of the LUN watch and of the rescans runs on the watch thread: a target in
   // recovery holds them up to its replacement timeout, and the control thread, which answers
@@ -133,7 +103,7 @@ class TreeServer {
   Mutex watch_mu_;
   CondVar watch_cv_;
   bool watch_stop_ ISER_GUARDED_BY(watch_mu_) = false;
-  std::vector<int> rescans_ ISER_GUARDED_BY(watch_mu_);  // QueueRescan's, in order
+  std::vector<int> rescans_ ISER_GUARDED_BY(watch_mu_);  // Rescan's, in order
   // Per target, the sum of its session's luns_changes() and capacity_changes() when its LUNs were
   // last read: both only grow, so the sum moves when either does. A login sets it, the watch
   // thread reads and moves it.
@@ -188,7 +158,7 @@ Result<std::vector<DiscoveredTarget>> TreeServer::DiscoverPortal() {
   return DiscoverTargets(*so);
 }
 
-TreeServer::ScanResult TreeServer::Rescan() {
+TreeServer::ScanResult TreeServer::RescanAll() {
   ScanResult r;
   if (o_.portal) RescanPortal(&r);
   for (const TreeTargetView& t : fs_.Targets()) {
@@ -360,37 +330,17 @@ Status TreeServer::StartLogins(const std::vector<LoginSpec>& initial) {
   return Status(st.code(), name + ": " + st.message());
 }
 
-Json TreeServer::StatusJson() {
+Json TreeServer::Sessions() {
   Json sessions = Json::array();
   for (const TreeTargetView& t : fs_.Targets()) {
-    const SessionStats s = t.session->stats();
-    const NegotiatedParams& p = t.session->params();
-    Json files = Json::array();
+    std::vector<std::string> files;
     for (const std::string& f : t.files) files.push_back(o_.paths.root + "/" + f);
-    sessions.push_back({{"target", t.name},
-                        {"portal", t.session->portal().ToString()},
-                        {"connection", s.portal},
-                        {"transport", p.rdma_extensions ? "iser" : "tcp"},
-                        {"datamover", s.datamover},
-                        {"state", SessionStateName(s.state)},
-                        {"recoveries", s.recoveries},
-                        {"replayed_tasks", s.replayed_tasks},
-                        {"retried_commands", s.retried_commands},
-                        {"commands", s.commands},
-                        {"bytes_read", s.bytes_read},
-                        {"bytes_written", s.bytes_written},
-                        {"files", files},
-                        {"parameters", ParametersJson(p)}});
+    sessions.push_back(SessionStatus(*t.session, t.name, files));
   }
-  Json reply = ReplyFor(Status::OK());
-  reply["root"] = o_.paths.root;
-  reply["pid"] = static_cast<int>(getpid());
-  if (o_.portal) reply["portal"] = o_.portal->url.portal.ToString();
-  reply["sessions"] = sessions;
-  return reply;
+  return sessions;
 }
 
-Json TreeServer::HandleLogout(const Json& request, bool* last) {
+Json TreeServer::Logout(const Json& request, bool* last) {
   std::vector<std::string> names;
   if (request.value("all", false)) {
     names = fs_.Names();
@@ -412,48 +362,7 @@ Json TreeServer::HandleLogout(const Json& request, bool* last) {
   return reply;
 }
 
-bool TreeServer::Handle(int fd) {
-  if (!PeerIsThisUser(fd)) {
-    Log(LogLevel::kWarning, "control connection from another user refused");
-    close(fd);
-    return true;
-  }
-  Result<Json> request = ReceiveMessage(fd, std::chrono::seconds(10));
-  if (!request.ok()) {
-    close(fd);
-    return true;
-  }
-  const std::string op = request->value("op", std::string());
-  Json reply;
-  if (op == "login") {
-    LoginSpec spec;
-    Status st = ParseLoginRequest(*request, &spec.url, &spec.options);
-    bool exists = false;
-    if (st.ok()) st = Login(spec, &exists);
-    reply = ReplyFor(st);
-    reply["exists"] = exists;
-  } else if (op == "logout") {
-    bool last = false;
-    reply = HandleLogout(*request, &last);
-    if (last) {
-      reply_fd_ = fd;
-      reply_ = std::move(reply);
-      return false;
-    }
-  } else if (op == "status") {
-    reply = StatusJson();
-  } else if (op == "rescan") {
-    QueueRescan(fd);
-    return true;
-  } else {
-    reply = ReplyFor(Status::InvalidArgument("unknown control request " + op));
-  }
-  SendMessage(fd, reply).IgnoreError();  // a client that went away needs no answer
-  close(fd);
-  return true;
-}
-
-void TreeServer::QueueRescan(int fd) {
+void TreeServer::Rescan(int fd) {
   MutexLock lock(&watch_mu_);
   rescans_.push_back(fd);
   watch_cv_.SignalAll();
@@ -485,7 +394,7 @@ void TreeServer::WatchMain() {
       continue;
     }
     // One rescan answers every request that waited for it.
-    Json reply = Rescan().ToJson();
+    Json reply = RescanAll().ToJson();
     reply["root"] = o_.paths.root;
     for (int fd : rescans) {
       if (fd < 0) {
@@ -501,32 +410,9 @@ void TreeServer::WatchMain() {
   }
 }
 
-void TreeServer::ControlMain() {
-  for (;;) {
-    pollfd fds[2] = {{wake_[0], POLLIN, 0}, {listen_fd_, POLLIN, 0}};
-    const int ready = poll(fds, 2, -1);
-    if (ready < 0) {
-      if (errno == EINTR) continue;
-      Log(LogLevel::kError, std::string("control thread: ") + std::strerror(errno));
-      return;
-    }
-    if (fds[0].revents) {
-      char c = 0;
-      if (read(wake_[0], &c, 1) == 1 && c == 'q') return;
-      QueueRescan(-1);
-    }
-    if (fds[1].revents) {
-      const int fd = accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC);
-      if (fd < 0) continue;
-      if (!Handle(fd)) {
-        // The last session is gone: the FUSE loop ends (its wait is interrupted by the signal
-        // libfuse handles), and the main thread finishes the rest.
-        fuse_session_exit(se_);
-        pthread_kill(main_thread_, SIGTERM);
-        return;
-      }
-    }
-  }
+void TreeServer::End() {
+  fuse_session_exit(se_);
+  pthread_kill(main_thread_, SIGTERM);
 }
 
 Status TreeServer::RemoveAll() {
@@ -536,15 +422,6 @@ Status TreeServer::RemoveAll() {
     if (!st.ok() && first.ok()) first = st;
   }
   return first;
-}
-
-void TreeServer::RemoveState() {
-  // A process started after this one began to end may own them already.
-  Result<TreeState> state = ReadTreeState(o_.paths.state_file);
-  if (state.ok() && state->pid == getpid()) {
-    unlink(o_.paths.socket.c_str());
-    unlink(o_.paths.state_file.c_str());
-  }
 }
 
 Status TreeServer::Serve(const std::vector<LoginSpec>& initial, ReadyReporter* ready) {
@@ -572,24 +449,15 @@ Status TreeServer::Serve(const std::vector<LoginSpec>& initial, ReadyReporter* r
   }
   if (guard) guard->Arm();
   fs_.SetNotifySession(se_);
-  Status result;
-  Result<int> listen_fd = ListenControl(o_.paths);
-  if (!listen_fd.ok()) {
-    result = listen_fd.status();
-  } else {
-    listen_fd_ = *listen_fd;
-    result = WriteTreeState(o_.paths, TreeState{static_cast<int>(getpid()), o_.paths.root});
-  }
+  HolderServer holder(o_.paths, o_.portal ? "portal" : "daemon",
+                      o_.portal ? o_.portal->url.portal.ToString() : std::string());
+  Status result = holder.Register();
   if (result.ok() && !o_.pidfile.empty()) result = WritePidFile(o_.pidfile);
-  if (result.ok() && pipe2(wake_, O_CLOEXEC) != 0) {
-    result = Status::ResourceExhausted(std::string("pipe: ") + std::strerror(errno));
-  }
-  std::thread control;
   const bool serve = result.ok();
   if (serve) {
     fuse_set_signal_handlers(se_);
     if (o_.portal) {
-      g_rescan_fd = wake_[1];
+      g_rescan_server = &holder;
       struct sigaction hup {};
       hup.sa_handler = RescanSignal;
       sigemptyset(&hup.sa_mask);
@@ -598,7 +466,7 @@ Status TreeServer::Serve(const std::vector<LoginSpec>& initial, ReadyReporter* r
     main_thread_ = pthread_self();
     // Started while the signals are blocked: it and the sessions it opens leave them to the
     // FUSE loop's thread.
-    control = std::thread([this] { ControlMain(); });
+    holder.Start(this);
     watch_ = std::thread([this] { WatchMain(); });
     blocked.Unblock();
     Log(LogLevel::kInfo, "serving the tree " + o_.paths.root);
@@ -606,10 +474,8 @@ Status TreeServer::Serve(const std::vector<LoginSpec>& initial, ReadyReporter* r
     result = RunFuseLoop(se_, o_.max_threads);
     IgnoreShutdownSignals();
     fuse_remove_signal_handlers(se_);
-    g_rescan_fd = -1;
-    const char quit = 'q';
-    (void)!write(wake_[1], &quit, 1);
-    control.join();
+    g_rescan_server = nullptr;
+    holder.Stop();
     {
       MutexLock lock(&watch_mu_);
       watch_stop_ = true;
@@ -618,7 +484,7 @@ Status TreeServer::Serve(const std::vector<LoginSpec>& initial, ReadyReporter* r
     // Waits for a rescan under way, as the control thread did when it ran them.
     watch_.join();
   }
-  if (listen_fd_ >= 0) close(listen_fd_);
+  holder.Stop();
   // A login that finds no socket from now on waits for this lock, then for the unmount. Not
   // before ready: the login that started this process holds the lock until then.
   const int lock = serve ? LockStateDir(o_.paths.state_dir) : -1;
@@ -627,17 +493,9 @@ Status TreeServer::Serve(const std::vector<LoginSpec>& initial, ReadyReporter* r
   const Status st = RemoveAll();
   if (result.ok()) result = st;
   fuse_session_destroy(se_);
-  RemoveState();
   if (!o_.pidfile.empty()) unlink(o_.pidfile.c_str());
-  for (int fd : wake_) {
-    if (fd >= 0) close(fd);
-  }
   Log(LogLevel::kInfo, "unmounted " + o_.paths.root);
-  if (reply_fd_ >= 0) {
-    reply_["exiting"] = true;
-    SendMessage(reply_fd_, reply_).IgnoreError();
-    close(reply_fd_);
-  }
+  holder.Finish();
   if (lock >= 0) close(lock);
   return result;
 }
@@ -648,6 +506,23 @@ Status ServeTree(const TreeServerOptions& options, const std::vector<LoginSpec>&
                  ReadyReporter* ready) {
   TreeServer server(options);
   return server.Serve(initial, ready);
+}
+
+Status ServeSessionDaemon(const HolderPaths& paths, const LoginSpec& spec,
+                          const SessionDaemonOptions& options, ReadyReporter* ready) {
+  Result<std::string> checked = CheckMountPoint(paths.root);
+  if (!checked.ok()) return checked.status();
+  TreeServerOptions so;
+  so.paths = paths;
+  so.fs.page_cache = options.page_cache;
+  so.fs.read_only = options.read_only;
+  so.fs.uid = getuid();
+  so.fs.gid = getgid();
+  so.fuse.fsname = "iser-connect:sessions";
+  so.fuse.allow_other = options.allow_other;
+  so.fuse.read_only = options.read_only;
+  so.max_threads = options.max_threads;
+  return ServeTree(so, {spec}, ready);
 }
 
 }  // namespace iser::fuse

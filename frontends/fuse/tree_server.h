@@ -1,7 +1,7 @@
 // ServeTree: the process serving a tree of targets, ROOT/<target-iqn>/lun<N> (tree_file_system.h):
 // the session daemon that `iser-connect login` starts, and a whole-portal mount. It holds every
 // session of the tree and answers the control protocol (control.h) on its socket
-// (tree_paths.h), one connection at a time: logins, logouts, status and rescans. Rescans and the
+// (state_dir.h), one connection at a time: logins, logouts, status and rescans. Rescans and the
 // LUN watch below send their SCSI commands from a thread of their own, which replies to a rescan
 // request when it is done: a target in recovery, whose commands wait up to its replacement
 // timeout, delays only them, never the answers to status requests nor to logins and logouts of
@@ -32,22 +32,21 @@
 
 #include "discovery/connect.h"
 #include "discovery/url.h"
-#include "frontends/fuse/detach.h"
 #include "frontends/fuse/lun_file_ops.h"
 #include "frontends/fuse/serving.h"
-#include "frontends/fuse/tree_paths.h"
 #include "initiator/base/status.h"
+#include "sessions/control.h"
+#include "sessions/detach.h"
+#include "sessions/state_dir.h"
 
 namespace iser::fuse {
 
-// What OpenSession takes: one login.
-struct LoginSpec {
-  IscsiUrl url;
-  ConnectOptions options;
-};
+using sessions::HolderPaths;
+using sessions::LoginSpec;
+using sessions::ReadyReporter;
 
 struct TreeServerOptions {
-  TreePaths paths;  // paths.root: the mount point, checked (CheckMountPoint) and absolute
+  HolderPaths paths;  // paths.root: the mount point, checked (CheckMountPoint) and absolute
   FileSystemConfig fs;
   FuseArgsSpec fuse;
   unsigned max_threads = 64;

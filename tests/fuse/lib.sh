@@ -37,6 +37,10 @@ fuse_setup() {
   MNT=$FUSE_DIR/mnt
   mkdir "$MNT"
   tgt_start
+  # Every mount registers in the session table (docs/sessions.md): in a runtime directory of the
+  # test's own, so that tests run in parallel and never touch the machine's /run/iser-connect.d.
+  export ISER_CONNECT_RUNTIME_DIR=$FUSE_DIR/run
+  mkdir -m 0755 "$ISER_CONNECT_RUNTIME_DIR"
   cleanup_push fuse_cleanup
 }
 

@@ -48,7 +48,7 @@ inner() {
   echo "session: ok"
 
   out=$(ic logout --all) || fail "logout --all"
-  grep -qF "Logout of [target: $iqn] successful." <<<"$out" || fail "logout --all: $out"
+  grep -qxF "Logout of [target: $iqn] successful: $root" <<<"$out" || fail "logout --all: $out"
   ! grep -qF " $root " /proc/self/mountinfo || fail "$root is still mounted after logout"
   [ -z "$(ls -A "$state")" ] || fail "state left in $state: $(ls -A "$state")"
   wait_for 20 no_daemon || fail "a session daemon is still running: $(daemons)"

@@ -7,15 +7,13 @@
 #   sessions_daemon_pid          # the session daemon's pid, from its state file
 #   sessions_assert_gone         # no live process of this test's trees, nothing in the state dir
 #
-# ISER_CONNECT_RUNTIME_DIR points every tree process of the test at its own runtime directory,
-# so tests run in parallel and never touch /run/iser-connect.
+# ISER_CONNECT_RUNTIME_DIR (fuse_setup) points every tree process of the test at its own runtime
+# directory, so tests run in parallel and never touch /run/iser-connect.
 
 sessions_setup() {
   [ -n "${ISER_CONNECT:-}" ] && [ -x "$ISER_CONNECT" ] ||
     fail "ISER_CONNECT must name the iser-connect binary"
   fuse_setup
-  export ISER_CONNECT_RUNTIME_DIR=$FUSE_DIR/run
-  mkdir -m 0755 "$ISER_CONNECT_RUNTIME_DIR"
   ROOT=$ISER_CONNECT_RUNTIME_DIR/iser-connect
   STATE_DIR=$ISER_CONNECT_RUNTIME_DIR/iser-connect.d
   cleanup_push sessions_cleanup
@@ -41,11 +39,12 @@ sessions_daemon_pid() {
   return 1
 }
 
-# The live (not zombie) processes started with this test's runtime directory: the tree
-# processes and their unmount guards.
+# The live (not zombie) iser-connect processes started with this test's runtime directory: the
+# tree processes and their unmount guards (a tgtd the test restarted has the variable too).
 sessions_processes() {
   local p state
   for p in /proc/[0-9]*; do
+    [[ "$(cat "$p/comm" 2>/dev/null)" == iser-* ]] || continue
     { tr '\0' '\n' <"$p/environ"; } 2>/dev/null |
       grep -qxF "ISER_CONNECT_RUNTIME_DIR=$ISER_CONNECT_RUNTIME_DIR" || continue
     state=$(awk '{print $3}' "$p/stat" 2>/dev/null) || continue

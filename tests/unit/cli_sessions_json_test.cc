@@ -1,5 +1,5 @@
 // session --json: the tree processes' status replies flattened into one list of sessions, each
-// after its parameters its tree's root and pid (and portal for a whole-portal mount).
+// after its parameters its holder's root, pid and kind (and portal for a whole-portal mount).
 #include <gtest/gtest.h>
 
 #include <nlohmann/json.hpp>
@@ -13,10 +13,10 @@ namespace iser::cli {
 namespace {
 
 TEST(CliSessionsJson, FlattensTheTrees) {
-  const Json daemon = Json::parse(R"({"code":0,"message":"","root":"/run/iser-connect","pid":10,
+  const Json daemon = Json::parse(R"({"code":0,"message":"","root":"/run/iser-connect","pid":10,"kind":"daemon",
     "sessions":[{"target":"iqn.a","parameters":{"MaxBurstLength":262144},"transport":"tcp"},
                 {"target":"iqn.b","parameters":{},"transport":"iser"}]})");
-  const Json portal = Json::parse(R"({"code":0,"message":"","root":"/mnt/p","pid":20,
+  const Json portal = Json::parse(R"({"code":0,"message":"","root":"/mnt/p","pid":20,"kind":"portal",
     "portal":"10.0.0.1:3260","sessions":[{"target":"iqn.c","parameters":{}}]})");
   const Json empty = Json::parse(R"({"code":0,"message":"","root":"/mnt/e","pid":30,
     "sessions":[]})");
@@ -30,9 +30,11 @@ TEST(CliSessionsJson, FlattensTheTrees) {
   EXPECT_EQ(out[1]["transport"], "iser");
   EXPECT_EQ(out[2]["root"], "/mnt/p");
   EXPECT_EQ(out[2]["portal_mount"], "10.0.0.1:3260");
+  EXPECT_EQ(out[0]["kind"], "daemon");
+  EXPECT_EQ(out[2]["kind"], "portal");
   std::vector<std::string> keys;
   for (const auto& item : out[0].items()) keys.push_back(item.key());
-  EXPECT_EQ(keys, (std::vector<std::string>{"target", "transport", "parameters", "root", "pid"}));
+  EXPECT_EQ(keys, (std::vector<std::string>{"target", "transport", "parameters", "root", "pid", "kind"}));
 }
 
 TEST(CliSessionsJson, NoTreesNoSessions) {

@@ -1,5 +1,5 @@
-// The session daemon's control protocol and state files (frontends/fuse/control.h,
-// tree_paths.h): a login request carries every field of the URL and the options, secrets
+// The session daemon's control protocol and state files (sessions/control.h,
+// state_dir.h): a login request carries every field of the URL and the options, secrets
 // included, and a malformed one is refused without quoting it; state files and directories.
 #include <gtest/gtest.h>
 #include <sys/socket.h>
@@ -9,10 +9,10 @@
 #include <cstdlib>
 #include <string>
 
-#include "frontends/fuse/control.h"
-#include "frontends/fuse/tree_paths.h"
+#include "sessions/control.h"
+#include "sessions/state_dir.h"
 
-namespace iser::fuse {
+namespace iser::sessions {
 namespace {
 
 TEST(FuseControl, LoginRequestKeepsEveryField) {
@@ -110,8 +110,8 @@ class TreePathsTest : public ::testing::Test {
 TEST_F(TreePathsTest, PlacesFollowTheRuntimeDirectory) {
   EXPECT_EQ(DefaultTreeRoot().value(), dir_ + "/iser-connect");
   EXPECT_EQ(StateDir(), dir_ + "/iser-connect.d");
-  const TreePaths a = PathsForRoot("/mnt/a");
-  const TreePaths b = PathsForRoot("/mnt/b");
+  const HolderPaths a = PathsForRoot("/mnt/a");
+  const HolderPaths b = PathsForRoot("/mnt/b");
   EXPECT_EQ(a.root, "/mnt/a");
   EXPECT_EQ(a.socket, PathsForRoot("/mnt/a").socket);  // stable: how a later command finds it
   EXPECT_NE(a.socket, b.socket);
@@ -132,17 +132,17 @@ TEST_F(TreePathsTest, StateDirectoryMustBePrivate) {
 TEST_F(TreePathsTest, StateFileRoundTripsAndIsPrivate) {
   const std::string state = StateDir();
   ASSERT_TRUE(EnsureStateDir(state).ok());
-  const TreePaths p = PathsForRoot("/mnt/with space");
-  ASSERT_TRUE(WriteTreeState(p, TreeState{4242, p.root}).ok());
-  Result<TreeState> back = ReadTreeState(p.state_file);
+  const HolderPaths p = PathsForRoot("/mnt/with space");
+  ASSERT_TRUE(WriteHolderState(p, HolderState{4242, p.root}).ok());
+  Result<HolderState> back = ReadHolderState(p.state_file);
   ASSERT_TRUE(back.ok()) << back.status().ToString();
   EXPECT_EQ(back->pid, 4242);
   EXPECT_EQ(back->root, "/mnt/with space");
   struct stat st;
   ASSERT_EQ(stat(p.state_file.c_str(), &st), 0);
   EXPECT_EQ(st.st_mode & 0777, 0600u);
-  EXPECT_EQ(ReadTreeState(state + "/missing.state").status().code(), StatusCode::kNotFound);
+  EXPECT_EQ(ReadHolderState(state + "/missing.state").status().code(), StatusCode::kNotFound);
 }
 
 }  // namespace
-}  // namespace iser::fuse
+}  // namespace iser::sessions

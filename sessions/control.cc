@@ -1,4 +1,4 @@
-#include "frontends/fuse/control.h"
+#include "sessions/control.h"
 
 #include <poll.h>
 #include <sys/socket.h>
@@ -10,7 +10,7 @@
 #include <cstdint>
 #include <cstring>
 
-namespace iser::fuse {
+namespace iser::sessions {
 
 namespace {
 
@@ -241,7 +241,7 @@ Status ParseLoginRequest(const Json& request, IscsiUrl* url, ConnectOptions* opt
   return Status::OK();
 }
 
-Result<int> ListenControl(const TreePaths& paths) {
+Result<int> ListenControl(const HolderPaths& paths) {
   Result<sockaddr_un> addr = Address(paths.socket);
   if (!addr.ok()) return addr.status();
   const int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
@@ -267,4 +267,4 @@ bool PeerIsThisUser(int fd) {
   return cred.uid == geteuid();
 }
 
-}  // namespace iser::fuse
+}  // namespace iser::sessions

@@ -1,4 +1,4 @@
-// The state directory's checks (frontends/fuse/tree_paths.h, tree_client.h): only a directory of
+// The state directory's checks (sessions/state_dir.h, sessions/client.h): only a directory of
 // this user's alone is used, by login and equally by session, logout and rescan, which would
 // otherwise hand requests to, or believe, sockets another user planted.
 #include <fcntl.h>
@@ -9,10 +9,10 @@
 #include <cstdlib>
 #include <string>
 
-#include "frontends/fuse/tree_client.h"
-#include "frontends/fuse/tree_paths.h"
+#include "sessions/client.h"
+#include "sessions/state_dir.h"
 
-namespace iser::fuse {
+namespace iser::sessions {
 namespace {
 
 class StateDirTest : public ::testing::Test {
@@ -73,19 +73,19 @@ TEST_F(StateDirTest, ADirectoryOfAnotherUserIsRefused) {
 
 TEST_F(StateDirTest, SessionLogoutAndRescanCheckItAsLoginDoes) {
   // No directory: no tree process, nothing refused.
-  Result<std::vector<Json>> none = TreeStatuses();
+  Result<std::vector<Json>> none = HolderStatuses();
   ASSERT_TRUE(none.ok()) << none.status().ToString();
   EXPECT_TRUE(none->empty());
-  EXPECT_EQ(LogoutOfTrees(std::nullopt).status().code(), StatusCode::kNotFound);
+  EXPECT_EQ(LogoutOfHolders(std::nullopt).status().code(), StatusCode::kNotFound);
 
   ASSERT_EQ(mkdir(state_.c_str(), 0777), 0);
   ASSERT_EQ(chmod(state_.c_str(), 0777), 0);
-  EXPECT_EQ(TreeStatuses().status().code(), StatusCode::kInvalidArgument);
-  EXPECT_EQ(RescanTrees().status().code(), StatusCode::kInvalidArgument);
-  EXPECT_EQ(LogoutOfTrees(std::nullopt).status().code(), StatusCode::kInvalidArgument);
-  EXPECT_EQ(LogoutOfTrees("iqn.2026-11.test:t1").status().code(), StatusCode::kInvalidArgument);
-  EXPECT_NE(TreeStatuses().status().message().find(state_), std::string::npos);
+  EXPECT_EQ(HolderStatuses().status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(RescanHolders().status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(LogoutOfHolders(std::nullopt).status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(LogoutOfHolders("iqn.2026-11.test:t1").status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(HolderStatuses().status().message().find(state_), std::string::npos);
 }
 
 }  // namespace
-}  // namespace iser::fuse
+}  // namespace iser::sessions

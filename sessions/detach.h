@@ -9,7 +9,7 @@
 
 #include "initiator/base/status.h"
 
-namespace iser::fuse {
+namespace iser::sessions {
 
 // The child's end of the pipe.
 class ReadyReporter {
@@ -35,4 +35,4 @@ class ReadyReporter {
 // for the child's report and returns nullptr with *parent_result set to it.
 std::unique_ptr<ReadyReporter> ForkDetached(Status* parent_result);
 
-}  // namespace iser::fuse
+}  // namespace iser::sessions

@@ -1,4 +1,4 @@
-#include "frontends/fuse/tree_paths.h"
+#include "sessions/state_dir.h"
 
 #include <dirent.h>
 #include <fcntl.h>
@@ -14,7 +14,7 @@
 #include <fstream>
 #include <sstream>
 
-namespace iser::fuse {
+namespace iser::sessions {
 
 namespace {
 
@@ -128,8 +128,8 @@ int LockStateDir(const std::string& dir) {
   return fd;
 }
 
-TreePaths PathsForRoot(const std::string& root) {
-  TreePaths p;
+HolderPaths PathsForRoot(const std::string& root) {
+  HolderPaths p;
   p.root = root;
   p.state_dir = StateDir();
   const std::string base = p.state_dir + "/tree-" + HashName(root);
@@ -138,7 +138,7 @@ TreePaths PathsForRoot(const std::string& root) {
   return p;
 }
 
-std::vector<std::string> ListTreeSockets(const std::string& state_dir) {
+std::vector<std::string> ListHolderSockets(const std::string& state_dir) {
   std::vector<std::string> out;
   DIR* dir = opendir(state_dir.c_str());
   if (!dir) return out;
@@ -153,7 +153,7 @@ std::vector<std::string> ListTreeSockets(const std::string& state_dir) {
   return out;
 }
 
-Status WriteTreeState(const TreePaths& paths, const TreeState& state) {
+Status WriteHolderState(const HolderPaths& paths, const HolderState& state) {
   const std::string tmp = paths.state_file + ".new";
   const int fd = open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
   if (fd < 0) return Status::IoError("state file " + tmp + ": " + std::strerror(errno));
@@ -167,10 +167,10 @@ Status WriteTreeState(const TreePaths& paths, const TreeState& state) {
   return Status::OK();
 }
 
-Result<TreeState> ReadTreeState(const std::string& state_file) {
+Result<HolderState> ReadHolderState(const std::string& state_file) {
   std::ifstream in(state_file);
   if (!in) return Status::NotFound("no state file " + state_file);
-  TreeState state;
+  HolderState state;
   std::string line;
   while (std::getline(in, line)) {
     if (line.rfind("pid ", 0) == 0) state.pid = std::atoi(line.c_str() + 4);
@@ -182,7 +182,7 @@ Result<TreeState> ReadTreeState(const std::string& state_file) {
   return state;
 }
 
-bool TreeProcessAlive(int pid) {
+bool HolderProcessAlive(int pid) {
   std::ifstream stat_file("/proc/" + std::to_string(pid) + "/stat");
   std::string line;
   if (!std::getline(stat_file, line)) return false;
@@ -210,4 +210,4 @@ bool IsMounted(const std::string& root) {
   return false;
 }
 
-}  // namespace iser::fuse
+}  // namespace iser::sessions

@@ -1,4 +1,4 @@
-#include "frontends/fuse/tree_client.h"
+#include "sessions/client.h"
 
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -9,12 +9,9 @@
 #include <cstdio>
 #include <cstring>
 
-#include "frontends/fuse/detach.h"
-#include "frontends/fuse/tree_paths.h"
-#include "frontends/fuse/tree_server.h"
 #include "initiator/base/log.h"
 
-namespace iser::fuse {
+namespace iser::sessions {
 
 namespace {
 
@@ -64,9 +61,9 @@ void LazyUnmount(const std::string& root) {
 // Nobody listens on the tree's socket: whatever its last process left goes. A process that still
 // runs is ending (it closed its socket and waits for the lock this command holds): its mount is
 // not ours to remove.
-Status CleanStale(const TreePaths& paths) {
-  Result<TreeState> state = ReadTreeState(paths.state_file);
-  if (state.ok() && TreeProcessAlive(state->pid)) {
+Status CleanStale(const HolderPaths& paths) {
+  Result<HolderState> state = ReadHolderState(paths.state_file);
+  if (state.ok() && HolderProcessAlive(state->pid)) {
     return Status::Aborted("the process serving " + paths.root + " (pid " +
                            std::to_string(state->pid) + ") is ending; try again");
   }
@@ -85,26 +82,14 @@ Status CleanStale(const TreePaths& paths) {
 }
 
 // Starts the daemon for the tree, logging in to spec first. Returns in the parent only.
-Status StartDaemon(const TreePaths& paths, const LoginSpec& spec, const TreeLoginOptions& tree,
+Status StartDaemon(const HolderPaths& paths, const LoginSpec& spec, const DaemonMain& daemon_main,
                    int lock) {
-  Result<std::string> checked = CheckMountPoint(paths.root);
-  if (!checked.ok()) return checked.status();
-  TreeServerOptions so;
-  so.paths = paths;
-  so.fs.page_cache = tree.page_cache;
-  so.fs.read_only = tree.read_only;
-  so.fs.uid = getuid();
-  so.fs.gid = getgid();
-  so.fuse.fsname = "iser-connect:sessions";
-  so.fuse.allow_other = tree.allow_other;
-  so.fuse.read_only = tree.read_only;
-  so.max_threads = tree.max_threads;
   Status parent_result;
   std::unique_ptr<ReadyReporter> reporter = ForkDetached(&parent_result);
   if (!reporter) return parent_result;
   // The child's copy of the lock: the parent holds the lock until this process is ready.
   if (lock >= 0) close(lock);
-  const Status st = ServeTree(so, {spec}, reporter.get());
+  const Status st = daemon_main(paths, spec, reporter.get());
   if (!reporter->reported()) reporter->Fail(st);
   std::fflush(nullptr);
   _exit(st.ok() ? 0 : 1);
@@ -119,7 +104,7 @@ Status ForEachLiveTree(Fn&& fn) {
   const Status checked = CheckStateDir(dir);
   if (checked.code() == StatusCode::kNotFound) return Status::OK();
   ISER_RETURN_IF_ERROR(checked);
-  for (const std::string& socket : ListTreeSockets(dir)) {
+  for (const std::string& socket : ListHolderSockets(dir)) {
     Result<int> fd = ConnectControl(socket);
     if (!fd.ok()) continue;  // stale: the next login to that tree cleans it up
     fn(*fd);
@@ -128,9 +113,24 @@ Status ForEachLiveTree(Fn&& fn) {
   return Status::OK();
 }
 
+// The mount point of a live holder that has a session with target.
+std::optional<std::string> HolderOf(const std::string& target) {
+  std::optional<std::string> found;
+  ForEachLiveTree([&](int fd) {
+    if (found || !SendMessage(fd, {{"op", "status"}}).ok()) return;
+    Result<Json> reply = ReceiveMessage(fd, kStatusTimeout);
+    if (!reply.ok() || !StatusOfReply(*reply).ok()) return;
+    for (const Json& s : reply->value("sessions", Json::array())) {
+      if (s.value("target", std::string()) == target) found = reply->value("root", std::string());
+    }
+  }).IgnoreError();
+  return found;
+}
+
 }  // namespace
 
-Result<TreeLogin> LoginToTree(IscsiUrl url, ConnectOptions options, const TreeLoginOptions& tree) {
+Result<DaemonLogin> LoginToDaemon(IscsiUrl url, ConnectOptions options,
+                                  const std::string& mountpoint, const DaemonMain& daemon_main) {
   if (url.target.empty()) {
     return Status::InvalidArgument("the URL names no target: iscsi://HOST[:PORT]/TARGET[/LUN]");
   }
@@ -138,7 +138,7 @@ Result<TreeLogin> LoginToTree(IscsiUrl url, ConnectOptions options, const TreeLo
   ISER_RETURN_IF_ERROR(ResolveCredentials(&url, options));
   if (options.initiator_name.empty()) options.initiator_name = DefaultInitiatorName();
   bool created = false;
-  std::string root = tree.mountpoint;
+  std::string root = mountpoint;
   if (root.empty()) {
     Result<std::string> def = DefaultTreeRoot();
     if (!def.ok()) return def.status();
@@ -151,13 +151,15 @@ Result<TreeLogin> LoginToTree(IscsiUrl url, ConnectOptions options, const TreeLo
   }
   Result<std::string> absolute = AbsolutePath(root);
   if (!absolute.ok()) return absolute.status();
-  const TreePaths paths = PathsForRoot(*absolute);
+  const HolderPaths paths = PathsForRoot(*absolute);
   ISER_RETURN_IF_ERROR(EnsureStateDir(paths.state_dir));
   const int lock = LockStateDir(paths.state_dir);
-  TreeLogin result{false, paths.root};
+  DaemonLogin result{false, paths.root};
   Status st;
-  Result<int> fd = ConnectControl(paths.socket);
-  if (fd.ok()) {
+  if (std::optional<std::string> holder = HolderOf(url.target)) {
+    result = DaemonLogin{true, *holder};
+    if (created) rmdir(paths.root.c_str());
+  } else if (Result<int> fd = ConnectControl(paths.socket); fd.ok()) {
     st = SendMessage(*fd, LoginRequest(url, options));
     Result<Json> reply =
         st.ok() ? ReceiveMessage(*fd, LoginReplyTimeout(options)) : Result<Json>(st);
@@ -166,7 +168,7 @@ Result<TreeLogin> LoginToTree(IscsiUrl url, ConnectOptions options, const TreeLo
     if (st.ok()) result.exists = reply->value("exists", false);
   } else {
     st = CleanStale(paths);
-    if (st.ok()) st = StartDaemon(paths, LoginSpec{url, options}, tree, lock);
+    if (st.ok()) st = StartDaemon(paths, LoginSpec{url, options}, daemon_main, lock);
     if (!st.ok() && created) rmdir(paths.root.c_str());
   }
   if (lock >= 0) close(lock);
@@ -174,8 +176,8 @@ Result<TreeLogin> LoginToTree(IscsiUrl url, ConnectOptions options, const TreeLo
   return result;
 }
 
-Result<std::vector<std::string>> LogoutOfTrees(const std::optional<std::string>& target) {
-  std::vector<std::string> done;
+Result<std::vector<LoggedOut>> LogoutOfHolders(const std::optional<std::string>& target) {
+  std::vector<LoggedOut> done;
   bool any = false;
   Status first;
   ISER_RETURN_IF_ERROR(ForEachLiveTree([&](int fd) {
@@ -190,7 +192,8 @@ Result<std::vector<std::string>> LogoutOfTrees(const std::optional<std::string>&
     Result<Json> reply = st.ok() ? ReceiveMessage(fd, kLogoutTimeout) : Result<Json>(st);
     st = reply.ok() ? StatusOfReply(*reply) : reply.status();
     if (reply.ok()) {
-      for (const Json& t : reply->value("targets", Json::array())) done.push_back(t);
+      const std::string root = reply->value("root", std::string());
+      for (const Json& t : reply->value("targets", Json::array())) done.push_back({t, root});
       // Its exit closes the connection.
       if (reply->value("exiting", false)) ReceiveMessage(fd, kExitTimeout).status().IgnoreError();
     }
@@ -204,7 +207,7 @@ Result<std::vector<std::string>> LogoutOfTrees(const std::optional<std::string>&
   return done;
 }
 
-Result<std::vector<Json>> TreeStatuses() {
+Result<std::vector<Json>> HolderStatuses() {
   std::vector<Json> out;
   ISER_RETURN_IF_ERROR(ForEachLiveTree([&](int fd) {
     if (!SendMessage(fd, {{"op", "status"}}).ok()) return;
@@ -214,7 +217,7 @@ Result<std::vector<Json>> TreeStatuses() {
   return out;
 }
 
-Result<std::vector<Json>> RescanTrees() {
+Result<std::vector<Json>> RescanHolders() {
   std::vector<Json> out;
   ISER_RETURN_IF_ERROR(ForEachLiveTree([&](int fd) {
     if (!SendMessage(fd, {{"op", "rescan"}}).ok()) return;
@@ -224,4 +227,4 @@ Result<std::vector<Json>> RescanTrees() {
   return out;
 }
 
-}  // namespace iser::fuse
+}  // namespace iser::sessions

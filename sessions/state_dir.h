@@ -22,9 +22,9 @@
 
 #include "initiator/base/status.h"
 
-namespace iser::fuse {
+namespace iser::sessions {
 
-struct TreePaths {
+struct HolderPaths {
   std::string root;  // the tree's mount point, absolute
   std::string state_dir;
   std::string socket;
@@ -46,23 +46,23 @@ Status EnsureStateDir(const std::string& dir);
 // Takes the state directory's lock (blocking); the descriptor to close to release it, or -1.
 int LockStateDir(const std::string& dir);
 // The paths of the tree mounted (or to be mounted) on root, an absolute path.
-TreePaths PathsForRoot(const std::string& root);
+HolderPaths PathsForRoot(const std::string& root);
 // The control sockets in the state directory: one per tree process, live or stale.
-std::vector<std::string> ListTreeSockets(const std::string& state_dir);
+std::vector<std::string> ListHolderSockets(const std::string& state_dir);
 
 // The state file's contents.
-struct TreeState {
+struct HolderState {
   int pid = 0;
   std::string root;
 };
-Status WriteTreeState(const TreePaths& paths, const TreeState& state);
-Result<TreeState> ReadTreeState(const std::string& state_file);
+Status WriteHolderState(const HolderPaths& paths, const HolderState& state);
+Result<HolderState> ReadHolderState(const std::string& state_file);
 
 // The process of a state file still runs: it exists, is not a zombie, and is an iser-connect
 // (a pid the system reused for another program is not).
-bool TreeProcessAlive(int pid);
+bool HolderProcessAlive(int pid);
 
 // root is a mount point now (in /proc/self/mountinfo).
 bool IsMounted(const std::string& root);
 
-}  // namespace iser::fuse
+}  // namespace iser::sessions

@@ -1,6 +1,6 @@
-// The control protocol between iser-connect commands and the processes serving trees (the
+// The control protocol between iser-connect commands and the processes holding sessions (the
 // session daemon, whole-portal mounts): one request and one reply per connection on the tree's
-// Unix stream socket (tree_paths.h), each a JSON document preceded by its length (4 bytes, host
+// Unix stream socket (state_dir.h), each a JSON document preceded by its length (4 bytes, host
 // order; at most 1 MiB). The socket is mode 0600 in a 0700 directory, and the server also checks
 // the peer's uid (SO_PEERCRED): a login request carries the CHAP secrets, which therefore never
 // appear in an argv or a file. Neither side logs a request.
@@ -23,12 +23,18 @@
 
 #include "discovery/connect.h"
 #include "discovery/url.h"
-#include "frontends/fuse/tree_paths.h"
 #include "initiator/base/status.h"
+#include "sessions/state_dir.h"
 
-namespace iser::fuse {
+namespace iser::sessions {
 
 using Json = nlohmann::ordered_json;
+
+// One login: what OpenSession takes.
+struct LoginSpec {
+  IscsiUrl url;
+  ConnectOptions options;
+};
 
 // Connects to a tree's socket: ConnectionFailed "not running" when nobody listens there (no
 // socket, or a stale one: ECONNREFUSED).
@@ -50,8 +56,8 @@ Json LoginRequest(const IscsiUrl& url, const ConnectOptions& options);
 Status ParseLoginRequest(const Json& request, IscsiUrl* url, ConnectOptions* options);
 
 // Binds and listens on paths.socket (mode 0600), replacing a stale socket file.
-Result<int> ListenControl(const TreePaths& paths);
+Result<int> ListenControl(const HolderPaths& paths);
 // The connected peer runs as this process's user.
 bool PeerIsThisUser(int fd);
 
-}  // namespace iser::fuse
+}  // namespace iser::sessions

@@ -1,4 +1,4 @@
-#include "frontends/fuse/detach.h"
+#include "sessions/detach.h"
 
 #include <fcntl.h>
 #include <sys/wait.h>
@@ -12,7 +12,7 @@
 
 #include "initiator/base/log.h"
 
-namespace iser::fuse {
+namespace iser::sessions {
 
 namespace {
 
@@ -152,4 +152,4 @@ std::unique_ptr<ReadyReporter> ForkDetached(Status* parent_result) {
   return nullptr;
 }
 
-}  // namespace iser::fuse
+}  // namespace iser::sessions

@@ -1,0 +1,65 @@
+// The commands' side of the session table: `login` hands a login to the session daemon of a
+// tree, starting the daemon if none runs; `logout`, `session` and `session --rescan` reach every
+// process of this user that holds sessions (a holder: the session daemon, a whole-portal mount)
+// through the sockets in the state directory (state_dir.h). What a holder serves (files in a FUSE
+// tree) is its own business: this layer starts a daemon through the caller's DaemonMain.
+//
+// Stale state: a socket nobody listens on (the process was killed) is skipped by logout, session
+// and rescan; the next login to that tree removes it and its state file, unmounts a mount the
+// dead process left (fusermount3 -u -z), says so in a warning, and starts afresh.
+#pragma once
+
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "discovery/connect.h"
+#include "discovery/url.h"
+#include "initiator/base/status.h"
+#include "sessions/control.h"
+#include "sessions/detach.h"
+#include "sessions/state_dir.h"
+
+namespace iser::sessions {
+
+// Runs a new session daemon in its own (forked, detached) process: logs in to spec, serves the
+// tree on paths.root, registers at paths, then reports through ready; returns when the daemon
+// ends.
+using DaemonMain =
+    std::function<Status(const HolderPaths& paths, const LoginSpec& spec, ReadyReporter* ready)>;
+
+struct DaemonLogin {
+  bool exists = false;  // a holder had a session with that target already: nothing was done
+  std::string root;     // the tree (or, when exists, the holder's mount point)
+};
+
+// Logs in to url's target (every disk LUN, or the URL's LUN) in the tree's daemon, what
+// OpenSession(url, options) does; the daemon's failure comes back as its Status. A target that
+// any holder of this user holds already (the daemon, a whole-portal or single-target mount) is
+// not logged in to again: exists, with that holder's root. The secrets
+// travel over the control socket only. mountpoint: the tree's (empty: DefaultTreeRoot(), created
+// if missing). Starting a daemon forks and runs daemon_main in the child: call from a
+// single-threaded process; the child never returns.
+Result<DaemonLogin> LoginToDaemon(IscsiUrl url, ConnectOptions options,
+                                  const std::string& mountpoint, const DaemonMain& daemon_main);
+
+// Logout, session and rescan first check the state directory as login does (CheckStateDir): one
+// that is not this user's alone is an InvalidArgument error, none at all means no tree runs.
+
+struct LoggedOut {
+  std::string target;
+  std::string root;  // the mount point of the holder it was logged out of
+};
+
+// Logs out of the target (nullopt: of every target) in every holder holding it, and returns the
+// sessions logged out; NotFound when no holder holds it (or none runs). Waits for a holder
+// ending with its last session to be gone.
+Result<std::vector<LoggedOut>> LogoutOfHolders(const std::optional<std::string>& target);
+
+// The status reply (control.h) of every live tree process.
+Result<std::vector<Json>> HolderStatuses();
+// The rescan reply of every live tree process, with "root" added.
+Result<std::vector<Json>> RescanHolders();
+
+}  // namespace iser::sessions

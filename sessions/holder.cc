@@ -1,0 +1,200 @@
+#include "sessions/holder.h"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
+#include <cstring>
+
+#include "initiator/base/log.h"
+#include "initiator/login/negotiation.h"
+
+namespace iser::sessions {
+
+namespace {
+
+const char* YesNo(bool b) {
+  return b ? "Yes" : "No";
+}
+
+Json ParametersJson(const NegotiatedParams& p) {
+  Json j = {{"HeaderDigest", DigestName(p.header_digest)},
+            {"DataDigest", DigestName(p.data_digest)},
+            {"MaxRecvDataSegmentLength", p.initiator_max_recv_data_segment_length},
+            {"MaxXmitDataSegmentLength", p.target_max_recv_data_segment_length},
+            {"MaxBurstLength", p.max_burst_length},
+            {"FirstBurstLength", p.first_burst_length},
+            {"ImmediateData", YesNo(p.immediate_data)},
+            {"InitialR2T", YesNo(p.initial_r2t)},
+            {"MaxOutstandingR2T", p.max_outstanding_r2t},
+            {"MaxConnections", p.max_connections},
+            {"DataPDUInOrder", YesNo(p.data_pdu_in_order)},
+            {"DataSequenceInOrder", YesNo(p.data_sequence_in_order)},
+            {"DefaultTime2Wait", p.default_time2wait},
+            {"DefaultTime2Retain", p.default_time2retain},
+            {"ErrorRecoveryLevel", p.error_recovery_level},
+            {"RDMAExtensions", YesNo(p.rdma_extensions)}};
+  if (p.rdma_extensions) {
+    j["InitiatorRecvDataSegmentLength"] = p.initiator_recv_data_segment_length;
+    j["TargetRecvDataSegmentLength"] = p.target_recv_data_segment_length;
+  }
+  if (p.target_portal_group_tag) j["TargetPortalGroupTag"] = *p.target_portal_group_tag;
+  if (!p.target_alias.empty()) j["TargetAlias"] = p.target_alias;
+  return j;
+}
+
+}  // namespace
+
+Json SessionStatus(Session& session, const std::string& target,
+                   const std::vector<std::string>& files) {
+  const SessionStats s = session.stats();
+  const NegotiatedParams& p = session.params();
+  return {{"target", target},
+          {"portal", session.portal().ToString()},
+          {"connection", s.portal},
+          {"transport", p.rdma_extensions ? "iser" : "tcp"},
+          {"datamover", s.datamover},
+          {"state", SessionStateName(s.state)},
+          {"recoveries", s.recoveries},
+          {"replayed_tasks", s.replayed_tasks},
+          {"retried_commands", s.retried_commands},
+          {"commands", s.commands},
+          {"bytes_read", s.bytes_read},
+          {"bytes_written", s.bytes_written},
+          {"files", files},
+          {"parameters", ParametersJson(p)}};
+}
+
+HolderServer::HolderServer(HolderPaths paths, std::string kind, std::string portal)
+    : paths_(std::move(paths)), kind_(std::move(kind)), portal_(std::move(portal)) {}
+
+HolderServer::~HolderServer() {
+  Stop();
+  for (int fd : wake_) {
+    if (fd >= 0) close(fd);
+  }
+  if (reply_fd_ >= 0) close(reply_fd_);
+}
+
+Status HolderServer::Register() {
+  ISER_RETURN_IF_ERROR(EnsureStateDir(paths_.state_dir));
+  if (pipe2(wake_, O_CLOEXEC) != 0) {
+    return Status::ResourceExhausted(std::string("pipe: ") + std::strerror(errno));
+  }
+  Result<int> listen_fd = ListenControl(paths_);
+  if (!listen_fd.ok()) return listen_fd.status();
+  listen_fd_ = *listen_fd;
+  return WriteHolderState(paths_, HolderState{static_cast<int>(getpid()), paths_.root});
+}
+
+void HolderServer::Start(Holder* holder) {
+  holder_ = holder;
+  control_ = std::thread([this] { ControlMain(); });
+}
+
+void HolderServer::PokeRescan() const {
+  const char c = 'r';
+  if (wake_[1] >= 0) (void)!write(wake_[1], &c, 1);
+}
+
+void HolderServer::Stop() {
+  if (control_.joinable()) {
+    const char quit = 'q';
+    (void)!write(wake_[1], &quit, 1);
+    control_.join();
+  }
+  if (listen_fd_ >= 0) close(listen_fd_);
+  listen_fd_ = -1;
+}
+
+void HolderServer::Finish() {
+  // A process started after this one began to end may own them already.
+  Result<HolderState> state = ReadHolderState(paths_.state_file);
+  if (state.ok() && state->pid == getpid()) {
+    unlink(paths_.socket.c_str());
+    unlink(paths_.state_file.c_str());
+  }
+  if (reply_fd_ >= 0) {
+    reply_["exiting"] = true;
+    SendMessage(reply_fd_, reply_).IgnoreError();
+    close(reply_fd_);
+    reply_fd_ = -1;
+  }
+}
+
+bool HolderServer::Handle(int fd) {
+  if (!PeerIsThisUser(fd)) {
+    Log(LogLevel::kWarning, "control connection from another user refused");
+    close(fd);
+    return true;
+  }
+  Result<Json> request = ReceiveMessage(fd, std::chrono::seconds(10));
+  if (!request.ok()) {
+    close(fd);
+    return true;
+  }
+  const std::string op = request->value("op", std::string());
+  Json reply;
+  if (op == "login") {
+    LoginSpec spec;
+    Status st = ParseLoginRequest(*request, &spec.url, &spec.options);
+    bool exists = false;
+    if (st.ok()) st = holder_->Login(spec, &exists);
+    reply = ReplyFor(st);
+    reply["exists"] = exists;
+  } else if (op == "logout") {
+    bool last = false;
+    reply = holder_->Logout(*request, &last);
+    reply["root"] = paths_.root;
+    if (last) {
+      reply_fd_ = fd;
+      reply_ = std::move(reply);
+      return false;
+    }
+  } else if (op == "status") {
+    reply = ReplyFor(Status::OK());
+    reply["root"] = paths_.root;
+    reply["pid"] = static_cast<int>(getpid());
+    reply["kind"] = kind_;
+    if (!portal_.empty()) reply["portal"] = portal_;
+    reply["sessions"] = holder_->Sessions();
+  } else if (op == "rescan") {
+    holder_->Rescan(fd);
+    return true;
+  } else {
+    reply = ReplyFor(Status::InvalidArgument("unknown control request " + op));
+  }
+  SendMessage(fd, reply).IgnoreError();  // a client that went away needs no answer
+  close(fd);
+  return true;
+}
+
+void HolderServer::ControlMain() {
+  for (;;) {
+    pollfd fds[2] = {{wake_[0], POLLIN, 0}, {listen_fd_, POLLIN, 0}};
+    const int ready = poll(fds, 2, -1);
+    if (ready < 0) {
+      if (errno == EINTR) continue;
+      Log(LogLevel::kError, std::string("control thread: ") + std::strerror(errno));
+      return;
+    }
+    if (fds[0].revents) {
+      char c = 0;
+      if (read(wake_[0], &c, 1) == 1 && c == 'q') return;
+      holder_->Rescan(-1);
+    }
+    if (fds[1].revents) {
+      const int fd = accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC);
+      if (fd < 0) continue;
+      if (!Handle(fd)) {
+        holder_->End();
+        return;
+      }
+    }
+  }
+}
+
+}  // namespace iser::sessions

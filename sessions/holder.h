@@ -1,0 +1,87 @@
+// A holder: a process that holds sessions (the session daemon, a whole-portal mount, a
+// single-target mount) and registers them in the session table, so that `session` lists them and
+// `logout` reaches them wherever they are.
+//
+// HolderServer registers the process in the state directory (state_dir.h: its socket and state
+// file, named after its mount point) and answers the control protocol (control.h) on a thread of
+// its own, one connection at a time, by calling the Holder. Requests from another user are
+// refused. The Holder's methods run on that thread and must not wait for SCSI commands of a
+// session in recovery (they would hold `session` and `logout` up to its replacement timeout):
+// Rescan takes the connection and answers it from elsewhere.
+//
+// Ending: a logout that removes the holder's last session ends the process. The server then
+// stops answering, calls Holder::End (which makes the serving loop return), and keeps the
+// logout's reply until Finish, which the process calls once its mount is gone: the command that
+// logged out returns only when the process has cleaned up.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "initiator/base/status.h"
+#include "initiator/session/session.h"
+#include "sessions/control.h"
+#include "sessions/state_dir.h"
+
+namespace iser::sessions {
+
+class Holder {
+ public:
+  virtual ~Holder() = default;
+  // A login request: logs in to spec's target; *exists when it holds a session with it already.
+  virtual Status Login(const LoginSpec& spec, bool* exists) = 0;
+  // A logout request ({"target": IQN} or {"all": true}): the reply (control.h); *last when no
+  // session is left.
+  virtual Json Logout(const Json& request, bool* last) = 0;
+  // The "sessions" of the status reply (SessionStatus for each).
+  virtual Json Sessions() = 0;
+  // A rescan request: answers fd (and closes it) when done; fd -1 is SIGHUP's (log only).
+  virtual void Rescan(int fd) = 0;
+  // The last session is gone: make the serving loop return. On the control thread.
+  virtual void End() = 0;
+};
+
+// One session as a status reply lists it: target, portal, connection, transport, datamover,
+// state, counters, files (absolute paths) and negotiated parameters.
+Json SessionStatus(Session& session, const std::string& target,
+                   const std::vector<std::string>& files);
+
+class HolderServer {
+ public:
+  // kind: "daemon", "portal" or "mount", in the status reply; portal: a whole-portal mount's.
+  HolderServer(HolderPaths paths, std::string kind, std::string portal = {});
+  HolderServer(const HolderServer&) = delete;
+  HolderServer& operator=(const HolderServer&) = delete;
+  ~HolderServer();
+
+  // Binds the control socket and writes the state file: from now on commands find this process.
+  Status Register();
+  // Starts answering requests with holder's methods, until Stop.
+  void Start(Holder* holder);
+  // Asks the control thread for a rescan (Holder::Rescan(-1)); async-signal-safe.
+  void PokeRescan() const;
+  // No request is answered from now on (the control thread is joined, the socket closed).
+  void Stop();
+  // Removes the socket and state file when they are still this process's, and sends the reply
+  // of the logout that ended the process, if one did.
+  void Finish();
+
+ private:
+  void ControlMain();
+  // One connection; false when the process must end (the reply waits in reply_fd_).
+  bool Handle(int fd);
+
+  const HolderPaths paths_;
+  const std::string kind_;
+  const std::string portal_;
+  Holder* holder_ = nullptr;
+  int listen_fd_ = -1;
+  int wake_[2] = {-1, -1};
+  std::thread control_;
+  int reply_fd_ = -1;
+  Json reply_;
+};
+
+}  // namespace iser::sessions

@@ -1,0 +1,62 @@
+#!/bin/bash
+# One session table for every process of a user that holds sessions (docs/sessions.md): a
+# single-target mount is listed by `session` beside the session daemon's tree, with its mount
+# point; a login of the target the mount holds is "session exists" (15) naming the mount, and
+# starts nothing; `logout -T` of the mount's target ends the mount (flushed, unmounted, its process
+# and state gone) and says which tree each line was about; `logout --all` reaches the rest.
+set -euo pipefail
+. "$(dirname "$0")/lib.sh"
+. "$(dirname "$0")/sessions_lib.sh"
+requires dd cmp python3
+sessions_setup
+T1=iqn.2026-11.test:t1
+T2=iqn.2026-11.test:t2
+tgt_target 1 "$T1"
+tgt_lun 1 1 32M
+tgt_target 2 "$T2"
+tgt_lun 2 1 16M
+
+fuse_mount "$(sessions_url 1)" "$MNT"
+MOUNT_PID=$FUSE_PID
+ic login "$(sessions_url 2)" || fail "login to $T2"
+
+out=$(ic session) || fail "session: $out"
+grep -q "^tcp: .* 127.0.0.1:$TGT_PORT $T1 (logged in)" <<<"$out" || fail "the mount is not listed: $out"
+grep -qF "Files: $MNT/lun1" <<<"$out" || fail "the mount's file is not listed: $out"
+grep -q "^tcp: .* 127.0.0.1:$TGT_PORT $T2 (logged in)" <<<"$out" || fail "the daemon's session is not listed: $out"
+ic session --json | python3 -c '
+import json, sys
+mnt, root, pid, t1, t2 = sys.argv[1:]
+by_target = {s["target"]: s for s in json.load(sys.stdin)}
+assert set(by_target) == {t1, t2}, by_target
+m, d = by_target[t1], by_target[t2]
+assert (m["root"], m["pid"], m["kind"]) == (mnt, int(pid), "mount"), m
+assert m["files"] == [mnt + "/lun1"], m
+assert (d["root"], d["kind"]) == (root, "daemon"), d
+' "$MNT" "$ROOT" "$MOUNT_PID" "$T1" "$T2" || fail "session --json"
+echo "session lists the single-target mount and the daemon's tree: ok"
+
+# The mount holds T1: a login of T1 starts no second session anywhere.
+expect_exit 15 "already logged in to $T1 in $MNT" "$ISER_CONNECT" login "$(sessions_url 1)"
+[ ! -e "$ROOT/$T1" ] || fail "a second session to $T1 was made in the daemon's tree"
+[ "$(tgtadm --lld iscsi --op show --mode target | awk '/^Target 1:/{t=1} /^Target 2:/{t=0} t' |
+  grep -c 'I_T nexus: [0-9]')" = 1 ] || fail "target 1 has more than one session"
+echo "login of a target a mount holds: exit 15: ok"
+
+# Data written through the mount is on the LUN once the logout returns (flushed, then logged out).
+dd if=/dev/urandom of="$FUSE_DIR/img" bs=1M count=8 status=none
+timeout 60 dd if="$FUSE_DIR/img" of="$MNT/lun1" bs=1M conv=notrunc status=none
+out=$(ic logout -T "$T1") || fail "logout -T $T1: $out"
+[ "$out" = "Logout of [target: $T1] successful: $MNT" ] || fail "logout -T said: $out"
+wait_for 20 fuse_unmounted "$MNT" || fail "$MNT is still mounted after the logout"
+process_gone() { ! kill -0 "$1" 2>/dev/null; }
+wait_for 20 process_gone "$MOUNT_PID" || fail "the mount's process $MOUNT_PID still runs"
+cmp -n $((8 << 20)) "$FUSE_DIR/img" "$(tgt_lun_file 1 1)" || fail "data written through the mount"
+[ -f "$ROOT/$T2/lun1" ] || fail "the logout of $T1 touched the daemon's tree"
+echo "logout -T of the mount's target ends the mount: ok"
+
+out=$(ic logout --all) || fail "logout --all: $out"
+[ "$out" = "Logout of [target: $T2] successful: $ROOT" ] || fail "logout --all said: $out"
+sessions_assert_gone
+echo "logout --all: ok"
+checks_done
