@@ -66,6 +66,7 @@ Session::Session(const SessionOptions& options)
       slot_posted_(kSlots, 0),
       slot_first_sent_(kSlots),
       slot_replays_(kSlots, 0),
+      slot_losses_(kSlots, 0),
       slot_abort_(kSlots, 0) {
   free_slots_.reserve(kSlots);
   for (uint32_t s = kSlots - 1; s >= 1; --s) free_slots_.push_back(s);
@@ -282,6 +283,7 @@ void Session::SendTask(Task* t) {
     slot_sent_at_[slot] = slot_first_sent_[slot] = dm_->Now();
   }
   slot_replays_[slot] = 0;
+  slot_losses_[slot] = 0;
   if (!replay_lives_.empty()) {
     // A replayed command keeps its age and its count of replays (CollectForReplay).
     const auto life = std::find_if(replay_lives_.begin(), replay_lives_.end(),
@@ -289,6 +291,7 @@ void Session::SendTask(Task* t) {
     if (life != replay_lives_.end()) {
       slot_first_sent_[slot] = life->first_sent;
       slot_replays_[slot] = life->replays;
+      slot_losses_[slot] = life->losses;
       replay_lives_.erase(life);
     }
   }

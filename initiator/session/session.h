@@ -261,12 +261,15 @@ class Session final : private DatamoverEvents {
   // SCSI retry, on a live connection, starts both afresh.
   std::vector<Clock::time_point> slot_first_sent_;
   std::vector<uint8_t> slot_replays_;
+  std::vector<uint8_t> slot_losses_;  // ReplayLife::losses
   struct ReplayLife {
     Task* task;
     Clock::time_point first_sent;
     uint8_t replays;
     // It was in its escalation (EscalationStarted) when the connection was lost.
     bool escalated = false;
+    // Connections lost while it was in flight, whatever else they completed.
+    uint8_t losses = 0;
   };
   // Those of the tasks waiting to be replayed, until SendTask takes them back into a slot.
   std::vector<ReplayLife> replay_lives_;

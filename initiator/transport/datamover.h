@@ -102,7 +102,10 @@ class Datamover {
   // answers at once; the session sends no more, whatever the target's CmdSN window allows. A
   // transport that receives into buffers posted in advance has as many as it posted, less room
   // for what the target sends unasked (iSER: a SEND that finds no receive waits out an RNR
-  // timer on IB and RoCE, and ends the connection on iWARP). Valid after Connect.
+  // timer on IB and RoCE, and ends the connection on iWARP). One exception, to keep the
+  // escalation from waiting on itself: the late answers a target may still send to ABORT TASKs
+  // that timed out keep their receives from new commands, not from task management, which then
+  // borrows from the room kept for unasked PDUs. Valid after Connect.
   virtual uint32_t MaxOutstandingCommands() const { return UINT32_MAX; }
   // Whether SendCommand may hold a command back (iSER: waiting for a data slot or locked memory)
   // while control PDUs sent later pass it; such a transport calls OnCommandPosted when it

@@ -666,32 +666,45 @@ TEST(RecoveryFakeTarget, ACommandToATargetThatAsksForALogoutAfterEveryLoginEndsA
 // LUN 0's READs their data, while LUN 1's commands stay unanswered: a LUN that stalls behind a
 // target that is otherwise well (issue 29, item 7, as reviews found it: a retried unit
 // attention, or another LUN's traffic, counted as the stalled command's progress). Task
-// management goes unanswered, or with `drop_on_abort` an ABORT TASK drops the connection, as
-// some targets do.
-void StalledLunOne(FakeConnection& c, bool drop_on_abort) {
+// management goes unanswered, or with kDropOnAbort an ABORT TASK drops the connection, as some
+// targets do. With kDropAfterLunOne a command to LUN 1 drops the connection once a LUN 0 READ
+// was answered after it (a CDB that crashes the target's handler, while the connection still
+// completes other commands), and no unit attention is raised (its retries would end the command
+// with CHECK CONDITION first).
+enum class LunOne { kStalled, kDropOnAbort, kDropAfterLunOne };
+
+void StalledLunOne(FakeConnection& c, LunOne mode) {
   if (!c.Login(LoginWithTime2Wait(0))) return;
   bool first_command = true;
+  bool lun1_seen = false;
   FakePdu pdu;
   while (c.Read(&pdu)) {
-    if (drop_on_abort && pdu.bhs.opcode() == Opcode::kTaskMgmtRequest) {
+    if (mode == LunOne::kDropOnAbort && pdu.bhs.opcode() == Opcode::kTaskMgmtRequest) {
       c.Close();
       return;
     }
     if (AnswerNopOut(c, pdu) || pdu.bhs.opcode() != Opcode::kScsiCommand) continue;
-    if (std::exchange(first_command, false)) {
+    if (std::exchange(first_command, false) && mode != LunOne::kDropAfterLunOne) {
       SendUnitAttention(c, pdu);
       continue;
     }
-    if (pdu.bhs.lun() == EncodeLun(0)) SendReadData(c, pdu);
+    if (pdu.bhs.lun() != EncodeLun(0)) {
+      lun1_seen = true;
+      continue;
+    }
+    SendReadData(c, pdu);
+    if (mode == LunOne::kDropAfterLunOne && lun1_seen) {
+      c.Close();
+      return;
+    }
   }
 }
 
 // A command to the stalled LUN ends through its own escalation (abort, LUN reset, reconnect,
 // EIO) whatever else completes: with `lun0_reads`, a reader keeps LUN 0 busy meanwhile. The
 // error names `cause`, the loss that ended it.
-void ExpectTheStalledLunsCommandEnds(bool lun0_reads, bool drop_on_abort,
-                                     const std::string& cause) {
-  FakePortal portal([drop_on_abort](FakeConnection& c) { StalledLunOne(c, drop_on_abort); });
+void ExpectTheStalledLunsCommandEnds(bool lun0_reads, LunOne mode, const std::string& cause) {
+  FakePortal portal([mode](FakeConnection& c) { StalledLunOne(c, mode); });
   SessionOptions o = OptionsFor(portal.port(), 0);
   o.nop_interval = 5s;
   o.nop_timeout = 6s;
@@ -733,15 +746,22 @@ void ExpectTheStalledLunsCommandEnds(bool lun0_reads, bool drop_on_abort,
 }
 
 TEST(RecoveryFakeTarget, AStalledCommandEndsThoughEachLoginRetriesAUnitAttention) {
-  ExpectTheStalledLunsCommandEnds(false, false, "LOGICAL UNIT RESET");
+  ExpectTheStalledLunsCommandEnds(false, LunOne::kStalled, "LOGICAL UNIT RESET");
 }
 
 TEST(RecoveryFakeTarget, AStalledCommandEndsThoughAnotherLunMakesProgress) {
-  ExpectTheStalledLunsCommandEnds(true, false, "LOGICAL UNIT RESET");
+  ExpectTheStalledLunsCommandEnds(true, LunOne::kStalled, "LOGICAL UNIT RESET");
 }
 
 TEST(RecoveryFakeTarget, AStalledCommandEndsThoughEachAbortDropsTheConnection) {
-  ExpectTheStalledLunsCommandEnds(true, true, "closed");
+  ExpectTheStalledLunsCommandEnds(true, LunOne::kDropOnAbort, "closed");
+}
+
+// Each connection completes LUN 0's reads and is lost before the LUN 1 command's timeout, so
+// its escalation never starts: before, it was replayed until the test's 40 s bound; now it ends
+// after 8 losses with it in flight.
+TEST(RecoveryFakeTarget, ACommandInFlightAtEveryLossEndsThoughOtherCommandsComplete) {
+  ExpectTheStalledLunsCommandEnds(true, LunOne::kDropAfterLunOne, "8 connections in a row");
 }
 
 }  // namespace
