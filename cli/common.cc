@@ -3,6 +3,7 @@
 #include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
 
+#include <cctype>
 #include <cstdio>
 #include <fstream>
 
@@ -173,7 +174,21 @@ Result<ConnectOptions> MakeConnectOptions(const GlobalOptions& g) {
 }
 
 Result<IscsiUrl> ParseUrlOrPortal(const std::string& text) {
-  if (text.find("://") != std::string::npos) return ParseIscsiUrl(text);
+  // Meant as a URL, right or wrong ("iscsi:/HOST", "ISCSI://..."): its message says what a URL
+  // looks like. A portal has no '/'.
+  const std::string lower = [&] {
+    std::string l = text.substr(0, 7);
+    for (char& c : l) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    return l;
+  }();
+  if (text.find("://") != std::string::npos || lower.starts_with("iscsi:/") ||
+      lower.starts_with("iser:/")) {
+    return ParseIscsiUrl(text);
+  }
+  if (text.find('/') != std::string::npos) {
+    return Status::InvalidArgument(
+        "'" + text + "' is neither a portal (HOST[:PORT]) nor a URL: " + std::string(kUrlForm));
+  }
   Result<Portal> portal = ParsePortal(text);
   if (!portal.ok()) return portal.status();
   IscsiUrl url;

@@ -166,13 +166,22 @@ Result<IscsiUrl> ParseIscsiUrl(std::string_view text) {
   auto bad = [&](const std::string& what) {
     return Status::InvalidArgument("bad URL '" + whole + "': " + what);
   };
-  if (text.rfind("iscsi://", 0) == 0) {
+  // Schemes are case-insensitive (RFC 3986 3.1).
+  auto starts_with = [&](std::string_view prefix) {
+    return text.size() >= prefix.size() &&
+           std::equal(prefix.begin(), prefix.end(), text.begin(), [](char a, char b) {
+             return a == std::tolower(static_cast<unsigned char>(b));
+           });
+  };
+  if (starts_with("iscsi://")) {
     text.remove_prefix(8);
-  } else if (text.rfind("iser://", 0) == 0) {
+  } else if (starts_with("iser://")) {
     url.transport = TransportKind::kIser;
     text.remove_prefix(7);
+  } else if (starts_with("iscsi:") || starts_with("iser:")) {
+    return bad("two slashes follow the scheme: " + std::string(kUrlForm));
   } else {
-    return bad("it must start with iscsi:// or iser://");
+    return bad("it must start with iscsi:// or iser:// (" + std::string(kUrlForm) + ")");
   }
   std::string_view query;
   if (const size_t q = text.find('?'); q != std::string_view::npos) {

@@ -52,6 +52,12 @@ struct IscsiUrl {
   std::string Redacted() const;
 };
 
+// What a URL looks like, for messages about text that is not one.
+inline constexpr std::string_view kUrlForm =
+    "a URL looks like iscsi://HOST[:PORT]/TARGET[/LUN] or iser://...";
+
+// The scheme is case-insensitive; a mistake is an InvalidArgument that quotes the URL (its
+// password left out) and says what is wrong.
 Result<IscsiUrl> ParseIscsiUrl(std::string_view text);
 
 }  // namespace iser

@@ -80,6 +80,10 @@ expect_exit 7 "fewer than --qd 16" "$cli" bench "iscsi://$portal/$iqn/1" --qd 16
 unused="iscsi://127.0.0.1:$(tgt_free_port)/$iqn/1"
 expect_exit 5 "refused" "$cli" bench "$unused" --bs 4k --size 1m --time 1
 expect_exit 7 "size '-1': not a size" "$cli" bench "$unused" --size -1
+# A URL without its scheme, or with one slash, is told what a URL looks like, not "bad port".
+expect_exit 7 "'127.0.0.1:3260/iqn.x' is neither a portal \\(HOST\\[:PORT\\]\\) nor a URL: a URL looks like" \
+  "$cli" ls 127.0.0.1:3260/iqn.x
+expect_exit 7 "bad URL 'iscsi:/127.0.0.1/iqn.x': two slashes follow the scheme" "$cli" ls iscsi:/127.0.0.1/iqn.x
 expect_exit 7 "size '17179869184g': too large" "$cli" bench "$unused" --size 17179869184g
 expect_exit 7 "size '18446744073709551616': too large" "$cli" bench "$unused" --size 18446744073709551616
 expect_exit 7 "size '': empty" "$cli" bench "$unused" --size ""

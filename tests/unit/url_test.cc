@@ -319,5 +319,25 @@ TEST(Url, BadRecoverySettingsNameTheArgumentAndTheValue) {
             std::string::npos);
 }
 
+// Schemes are case-insensitive (RFC 3986 3.1); a scheme with one slash, or none at all, gets a
+// message saying what a URL looks like (it said "bad IPv6 address" or "bad port" before).
+TEST(Url, SchemesAreCaseInsensitiveAndMistakesSayWhatAUrlLooksLike) {
+  Result<IscsiUrl> u = ParseIscsiUrl("ISCSI://192.0.2.1/iqn.2026-11.example:disk");
+  ASSERT_TRUE(u.ok()) << u.status().ToString();
+  EXPECT_EQ(u->transport, TransportKind::kTcp);
+  EXPECT_EQ(u->target, "iqn.2026-11.example:disk");
+  u = ParseIscsiUrl("IsEr://192.0.2.1");
+  ASSERT_TRUE(u.ok()) << u.status().ToString();
+  EXPECT_EQ(u->transport, TransportKind::kIser);
+  for (const char* bad : {"iscsi:/192.0.2.1/iqn.x", "iser:192.0.2.1", "192.0.2.1:3260/iqn.x"}) {
+    Result<IscsiUrl> b = ParseIscsiUrl(bad);
+    ASSERT_FALSE(b.ok()) << bad;
+    EXPECT_NE(b.status().message().find("a URL looks like iscsi://HOST[:PORT]/TARGET[/LUN]"),
+              std::string::npos)
+        << b.status().message();
+    EXPECT_EQ(b.status().message().find("IPv6"), std::string::npos) << b.status().message();
+  }
+}
+
 }  // namespace
 }  // namespace iser
