@@ -113,20 +113,6 @@ Status ForEachLiveTree(Fn&& fn) {
   return Status::OK();
 }
 
-// The mount point of a live holder that has a session with target.
-std::optional<std::string> HolderOf(const std::string& target) {
-  std::optional<std::string> found;
-  ForEachLiveTree([&](int fd) {
-    if (found || !SendMessage(fd, {{"op", "status"}}).ok()) return;
-    Result<Json> reply = ReceiveMessage(fd, kStatusTimeout);
-    if (!reply.ok() || !StatusOfReply(*reply).ok()) return;
-    for (const Json& s : reply->value("sessions", Json::array())) {
-      if (s.value("target", std::string()) == target) found = reply->value("root", std::string());
-    }
-  }).IgnoreError();
-  return found;
-}
-
 }  // namespace
 
 Result<DaemonLogin> LoginToDaemon(IscsiUrl url, ConnectOptions options,
@@ -205,6 +191,17 @@ Result<std::vector<LoggedOut>> LogoutOfHolders(const std::optional<std::string>&
     return Status::NotFound(target ? "no session with target " + *target : "no active sessions");
   }
   return done;
+}
+
+std::optional<std::string> HolderOf(const std::string& target) {
+  Result<std::vector<Json>> statuses = HolderStatuses();
+  if (!statuses.ok()) return std::nullopt;
+  for (const Json& reply : *statuses) {
+    for (const Json& s : reply.value("sessions", Json::array())) {
+      if (s.value("target", std::string()) == target) return reply.value("root", std::string());
+    }
+  }
+  return std::nullopt;
 }
 
 Result<std::vector<Json>> HolderStatuses() {

@@ -59,6 +59,8 @@ Result<std::vector<LoggedOut>> LogoutOfHolders(const std::optional<std::string>&
 
 // The status reply (control.h) of every live tree process.
 Result<std::vector<Json>> HolderStatuses();
+// The root of a live holder that has a session with target (the first found), if any.
+std::optional<std::string> HolderOf(const std::string& target);
 // The rescan reply of every live tree process, with "root" added.
 Result<std::vector<Json>> RescanHolders();
 

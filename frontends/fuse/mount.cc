@@ -2,7 +2,6 @@
 
 #include <fuse_lowlevel.h>
 #include <pthread.h>
-#include <signal.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -81,10 +80,7 @@ class MountHolder : public sessions::Holder {
     sessions::SendMessage(fd, reply).IgnoreError();
     close(fd);
   }
-  void End() override {
-    fuse_session_exit(se_);
-    pthread_kill(main_thread_, SIGTERM);
-  }
+  void End() override { EndFuseLoop(se_, main_thread_); }
 
  private:
   Session& session_;
@@ -142,7 +138,8 @@ Status Serve(const MountOptions& o, const std::string& mountpoint, ReadyReporter
   std::vector<std::string> names;
   for (const LunFile& f : fs.files()) names.push_back(mountpoint + "/" + f.name);
   MountHolder holder(**session, o.url.target, std::move(names), se);
-  sessions::HolderServer registration(PathsForRoot(mountpoint), "mount");
+  const sessions::HolderPaths paths = PathsForRoot(mountpoint);
+  sessions::HolderServer registration(paths, "mount");
   Status result = registration.Register();
   if (result.ok() && !o.pidfile.empty()) result = WritePidFile(o.pidfile);
   const bool serve = result.ok();
@@ -157,7 +154,7 @@ Status Serve(const MountOptions& o, const std::string& mountpoint, ReadyReporter
   fuse_remove_signal_handlers(se);
   registration.Stop();
   // A login that finds no socket from now on waits for this lock, then for the unmount.
-  const int lock = serve ? sessions::LockStateDir(PathsForRoot(mountpoint).state_dir) : -1;
+  const int lock = serve ? sessions::LockStateDir(paths.state_dir) : -1;
   fuse_session_unmount(se);
   Status st = FlushAndLogOut(**session, fs.files(), read_only);
   if (result.ok()) result = st;

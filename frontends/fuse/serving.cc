@@ -88,6 +88,11 @@ void IgnoreShutdownSignals() {
   for (int sig : {SIGINT, SIGTERM, SIGHUP}) sigaction(sig, &ignore, nullptr);
 }
 
+void EndFuseLoop(fuse_session* se, pthread_t loop_thread) {
+  fuse_session_exit(se);
+  pthread_kill(loop_thread, SIGTERM);
+}
+
 Status RunFuseLoop(fuse_session* se, unsigned max_threads) {
   fuse_loop_config* loop = fuse_loop_cfg_create();
   fuse_loop_cfg_set_max_threads(loop, max_threads);

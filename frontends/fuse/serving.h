@@ -4,6 +4,7 @@
 #pragma once
 
 #include <fuse_lowlevel.h>
+#include <pthread.h>
 #include <signal.h>
 
 #include <string>
@@ -57,6 +58,9 @@ void IgnoreShutdownSignals();
 
 // libfuse's multi-threaded loop until the session exits (unmount or signal).
 Status RunFuseLoop(fuse_session* se, unsigned max_threads);
+// Ends RunFuseLoop on loop_thread from another thread: its wait is interrupted by the signal
+// libfuse handles there (a holder's last logout).
+void EndFuseLoop(fuse_session* se, pthread_t loop_thread);
 
 // Drains nothing itself: by the time it runs, no request uses the files any more. Makes the data
 // durable (SYNCHRONIZE CACHE on every writable LUN), then logs out. Returns the first error.

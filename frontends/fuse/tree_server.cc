@@ -411,8 +411,7 @@ void TreeServer::WatchMain() {
 }
 
 void TreeServer::End() {
-  fuse_session_exit(se_);
-  pthread_kill(main_thread_, SIGTERM);
+  EndFuseLoop(se_, main_thread_);
 }
 
 Status TreeServer::RemoveAll() {

@@ -455,6 +455,18 @@ class CommandTimeoutTest : public SessionRecoveryTest {
     ASSERT_EQ(reset->size(), 1u);
     ASSERT_EQ((*reset)[0].bhs.flags() & 0x7f, 5);
   }
+  // A WRITE (w) and a READ to LUN 0, both past command_timeout: their commands and their ABORT
+  // TASKs as sent, in that order.
+  void TimeOutAWriteAndARead(TestTask& w, std::vector<SentPdu>* first,
+                             std::vector<SentPdu>* aborts) {
+    TestTask& r = NewRead(512);
+    session_->Submit(&w.task);
+    session_->Submit(&r.task);
+    *first = TakeCommands();
+    ASSERT_EQ(first->size(), 2u);
+    *aborts = PassCommandTimeout();
+    ASSERT_EQ(aborts->size(), 2u);
+  }
   void AnswerTmf(const SentPdu& tmf, uint8_t response) {
     Bhs r = fake_.Header(Opcode::kTaskMgmtResponse, tmf.bhs.itt());
     r.b[2] = response;
@@ -729,13 +741,8 @@ TEST_F(CommandTimeoutTest, AnR2THeldDuringTheAbortIsAnsweredWhenTheLunResetGoes)
 TEST_F(CommandTimeoutTest, AnR2TWhoseAbortIsStillOutstandingStaysUnansweredWhenTheLunResetGoes) {
   Open10s();
   TestTask& w = NewWrite(65536);
-  TestTask& r = NewRead(512);
-  session_->Submit(&w.task);
-  session_->Submit(&r.task);
-  std::vector<SentPdu> first = TakeCommands();
-  ASSERT_EQ(first.size(), 2u);
-  std::vector<SentPdu> aborts = PassCommandTimeout();
-  ASSERT_EQ(aborts.size(), 2u);
+  std::vector<SentPdu> first, aborts;
+  ASSERT_NO_FATAL_FAILURE(TimeOutAWriteAndARead(w, &first, &aborts));
   fake_.Deliver(R2TFor(fake_, first[0].bhs.itt(), 0));
   ASSERT_TRUE(fake_.TakeSent().empty()) << "answered an R2T of a task being aborted";
   AnswerTmf(aborts[1], 255);  // the read's abort refused: LUN reset, the write's abort pending
@@ -756,13 +763,8 @@ TEST_F(CommandTimeoutTest, AnR2TWhoseAbortIsStillOutstandingStaysUnansweredWhenT
 TEST_F(CommandTimeoutTest, AnR2TAfterTheResetWaitsForItsTasksAbortToEnd) {
   Open10s();
   TestTask& w = NewWrite(65536);
-  TestTask& r = NewRead(512);
-  session_->Submit(&w.task);
-  session_->Submit(&r.task);
-  std::vector<SentPdu> first = TakeCommands();
-  ASSERT_EQ(first.size(), 2u);
-  std::vector<SentPdu> aborts = PassCommandTimeout();
-  ASSERT_EQ(aborts.size(), 2u);
+  std::vector<SentPdu> first, aborts;
+  ASSERT_NO_FATAL_FAILURE(TimeOutAWriteAndARead(w, &first, &aborts));
   AnswerTmf(aborts[1], 255);  // the read's abort refused: LUN reset, the write's abort pending
   std::vector<SentPdu> reset = TakeTaskManagement();
   ASSERT_EQ(reset.size(), 1u);
