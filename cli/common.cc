@@ -175,7 +175,8 @@ Result<ConnectOptions> MakeConnectOptions(const GlobalOptions& g) {
 
 Result<IscsiUrl> ParseUrlOrPortal(const std::string& text) {
   // Meant as a URL, right or wrong ("iscsi:/HOST", "ISCSI://..."): its message says what a URL
-  // looks like. A portal has no '/'.
+  // looks like. A portal has no '/' outside its brackets (a zone may hold one, and ParsePortal
+  // names a bad zone).
   const std::string lower = [&] {
     std::string l = text.substr(0, 7);
     for (char& c : l) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
@@ -185,7 +186,8 @@ Result<IscsiUrl> ParseUrlOrPortal(const std::string& text) {
       lower.starts_with("iser:/")) {
     return ParseIscsiUrl(text);
   }
-  if (text.find('/') != std::string::npos) {
+  const size_t close = text.starts_with('[') ? text.find(']') : std::string::npos;
+  if (text.find('/', close == std::string::npos ? 0 : close) != std::string::npos) {
     return Status::InvalidArgument(
         "'" + text + "' is neither a portal (HOST[:PORT]) nor a URL: " + std::string(kUrlForm));
   }
