@@ -335,6 +335,7 @@ void Bench::Print(const std::string& target, const SessionStats& session) const 
     Json threads = Json::object();
     for (const auto& [name, seconds] : cpu_by_thread_) threads[name] = seconds;
     const Json report = {{"target", target},
+                         {"portal", PortalJson(session.current_portal, session.current_tpgt)},
                          {"connection", session.portal},
                          {"rw", cfg_.rw},
                          {"bs", cfg_.bs},

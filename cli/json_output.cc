@@ -1,18 +1,22 @@
 #include "cli/json_output.h"
 
+#include <algorithm>
+
 namespace iser::cli {
 
 std::string DumpJson(const Json& document) {
   return document.dump(-1, ' ', false, Json::error_handler_t::replace);
 }
 
+Json PortalJson(const Portal& portal, std::optional<uint16_t> tpgt) {
+  return {{"address", portal.host}, {"port", portal.port}, {"tpgt", tpgt ? Json(*tpgt) : Json()}};
+}
+
 Json DiscoveryJson(const std::vector<DiscoveredTarget>& targets) {
   Json out = Json::array();
   for (const DiscoveredTarget& t : targets) {
     Json portals = Json::array();
-    for (const TargetPortal& p : t.portals) {
-      portals.push_back({{"address", p.portal.host}, {"port", p.portal.port}, {"tpgt", p.tpgt}});
-    }
+    for (const TargetPortal& p : t.portals) portals.push_back(PortalJson(p.portal, p.tpgt));
     out.push_back({{"target", t.name}, {"portals", std::move(portals)}});
   }
   return out;
@@ -45,10 +49,7 @@ Json LunJson(const LunInfo& l) {
 Json ListingJson(const std::vector<TargetListing>& listing) {
   Json out = Json::array();
   for (const TargetListing& t : listing) {
-    Json target = {{"target", t.name},
-                   {"address", t.portal.portal.host},
-                   {"port", t.portal.portal.port},
-                   {"tpgt", t.portal.tpgt}};
+    Json target = {{"target", t.name}, {"portal", PortalJson(t.portal.portal, t.portal.tpgt)}};
     if (!t.status.ok()) {
       target["error"] = t.status.ToString();
     } else {
@@ -71,10 +72,19 @@ Json SessionsJson(const std::vector<Json>& tree_statuses) {
       session["root"] = tree.value("root", std::string());
       session["pid"] = tree.value("pid", 0);
       session["kind"] = tree.value("kind", std::string());
-      if (tree.contains("portal")) session["portal_mount"] = tree["portal"];
+      if (tree.contains("portal")) {
+        // The portal a whole-portal mount discovers at: no portal group of its own.
+        Result<Portal> mounted = ParsePortal(tree["portal"].get<std::string>());
+        session["portal_mount"] =
+            mounted.ok() ? PortalJson(*mounted, std::nullopt) : tree["portal"];
+      }
       out.push_back(std::move(session));
     }
   }
+  // In SID order, as iscsiadm lists sessions.
+  std::stable_sort(out.begin(), out.end(), [](const Json& a, const Json& b) {
+    return a.value("sid", 0) < b.value("sid", 0);
+  });
   return out;
 }
 

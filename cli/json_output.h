@@ -8,6 +8,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -21,22 +22,28 @@ using Json = nlohmann::ordered_json;
 // One line, no spaces, no trailing newline.
 std::string DumpJson(const Json& document);
 
-// discover --json: [{"target", "portals": [{"address", "port", "tpgt"}]}]
+// A portal, the one shape every command's JSON gives it: {"address", "port", "tpgt"} (tpgt null
+// where there is none, as for the portal a whole-portal mount discovers at).
+Json PortalJson(const Portal& portal, std::optional<uint16_t> tpgt);
+
+// discover --json: [{"target", "portals": [PortalJson]}]
 Json DiscoveryJson(const std::vector<DiscoveredTarget>& targets);
 
-// ls --json: [{"target", "address", "port", "tpgt", then "error" or "luns": [{"lun", "type",
+// ls --json: [{"target", "portal": PortalJson, then "error" or "luns": [{"lun", "type",
 // "vendor", "product", "revision", "serial", "id", and for disks "size", "logical_block_size",
 // "physical_block_size", "max_transfer", "thin", "lbprz", "unmap", "write_cache", "fua",
 // "read_only", "rotational"}]}]
 Json ListingJson(const std::vector<TargetListing>& listing);
 
 // session --json, from the status replies of the tree processes (sessions/control.h):
-// [{"target", "portal" (HOST:PORT, where it logged in), "connection" (where it is now, with its
-// transport: "TCP 10.0.0.1:3260"), "transport" ("tcp" or "iser"), "state" ("logged in",
+// [{"target", "portal" (PortalJson: where it logged in), "connection" (where it is now, with its
+// transport: "TCP 10.0.0.1:3260"), "current_portal" (PortalJson: the same), "sid" (the session's
+// ID, sessions/session_ids.h), "transport" ("tcp" or "iser"), "datamover", "state" ("logged in",
 // "recovering", "failed"), "recoveries", "replayed_tasks", "retried_commands", "commands",
 // "bytes_read", "bytes_written", "files": [absolute paths], "parameters": {negotiated key: value,
 // as RFC 7143 names them; numbers as numbers, "Yes"/"No", digests "None"/"CRC32C"}, "root": the
-// tree, "pid": its process, and "portal_mount": the portal for a whole-portal mount's sessions}]
+// tree, "pid": its process, "kind" ("daemon", "portal" or "mount"), and "portal_mount"
+// (PortalJson) for a whole-portal mount's sessions}]
 Json SessionsJson(const std::vector<Json>& tree_statuses);
 
 }  // namespace iser::cli

@@ -82,9 +82,7 @@ std::string ValueFor(const NodeArgs& a) {
 
 Json RecordJson(const NodeRecord& r) {
   return {{"target", r.name},
-          {"address", r.portal.host},
-          {"port", r.portal.port},
-          {"tpgt", r.tpgt},
+          {"portal", PortalJson(r.portal, r.tpgt)},
           {"transport", r.transport == TransportKind::kIser ? "iser" : "tcp"}};
 }
 

@@ -1,6 +1,6 @@
-// iser-connect session: the live sessions of every tree process of this user (the session
-// daemon, whole-portal mounts), as iscsiadm -m session lists them; --rescan asks each tree to
-// discover its portal again.
+// iser-connect session: the live sessions of every process of this user that holds sessions (the
+// session daemon, whole-portal and single-target mounts), as iscsiadm -m session lists them;
+// --rescan asks each to read its LUNs again, and whole-portal mounts to discover their portal.
 #include <cstdio>
 
 #include "cli/commands.h"
@@ -15,22 +15,45 @@ std::string ValueText(const Json& v) {
   return v.is_string() ? v.get<std::string>() : v.dump();
 }
 
+// "HOST:PORT,TPGT" as iscsiadm prints a portal (IPv6 in brackets), from PortalJson.
+std::string PortalText(const Json& p) {
+  if (!p.is_object()) return ValueText(p);
+  std::string text =
+      Portal{p.value("address", std::string()), p.value("port", uint16_t{0})}.ToString();
+  if (p.contains("tpgt") && !p["tpgt"].is_null()) text += "," + ValueText(p["tpgt"]);
+  return text;
+}
+
+// Level 0 is iscsiadm's one line per session; 1 adds where it is, its state and its files as
+// iscsiadm -P 1 lays a session out; 2 and 3 add the negotiated parameters (iscsiadm -P 2).
 void PrintSessions(const Json& sessions, int print_level) {
   for (const Json& s : sessions) {
-    std::printf("%s: [pid %d] %s %s (%s)\n", s["transport"].get<std::string>().c_str(),
-                s["pid"].get<int>(), s["portal"].get<std::string>().c_str(),
-                s["target"].get<std::string>().c_str(), s["state"].get<std::string>().c_str());
+    const std::string target = s["target"].get<std::string>();
+    if (print_level < 1) {
+      std::printf("%s: [%s] %s %s (non-flash)\n", s["transport"].get<std::string>().c_str(),
+                  ValueText(s["sid"]).c_str(), PortalText(s["portal"]).c_str(), target.c_str());
+      continue;
+    }
+    std::printf("Target: %s (non-flash)\n", target.c_str());
+    std::printf("\tCurrent Portal: %s\n", PortalText(s["current_portal"]).c_str());
+    std::printf("\tPersistent Portal: %s\n", PortalText(s["portal"]).c_str());
+    std::printf("\t\tSID: %s\n", ValueText(s["sid"]).c_str());
+    std::printf("\t\tTransport: %s\n", s["transport"].get<std::string>().c_str());
+    std::printf("\t\tDatamover: %s\n", s.value("datamover", std::string()).c_str());
+    std::printf("\t\tConnection: %s\n", s.value("connection", std::string()).c_str());
+    std::printf("\t\tSession State: %s\n", s["state"].get<std::string>().c_str());
+    std::printf("\t\tHeld by: %s %s (pid %d)\n", s.value("kind", std::string()).c_str(),
+                s.value("root", std::string()).c_str(), s.value("pid", 0));
     std::string files;
     for (const Json& f : s["files"]) files += " " + f.get<std::string>();
-    std::printf("\tFiles:%s\n", files.c_str());
-    std::printf("\tRecoveries: %s, commands: %s, bytes read: %s, bytes written: %s\n",
+    std::printf("\t\tFiles:%s\n", files.c_str());
+    std::printf("\t\tRecoveries: %s, commands: %s, bytes read: %s, bytes written: %s\n",
                 ValueText(s["recoveries"]).c_str(), ValueText(s["commands"]).c_str(),
                 ValueText(s["bytes_read"]).c_str(), ValueText(s["bytes_written"]).c_str());
-    if (print_level < 1) continue;
-    std::printf("\tConnection: %s\n", s.value("connection", std::string()).c_str());
-    const std::string datamover = s.value("datamover", std::string());
-    if (!datamover.empty()) std::printf("\tDatamover: %s\n", datamover.c_str());
-    std::printf("\tNegotiated parameters:\n");
+    if (print_level < 2) continue;
+    std::printf("\t\t************************\n");
+    std::printf("\t\tNegotiated iSCSI params:\n");
+    std::printf("\t\t************************\n");
     for (const auto& [key, value] : s["parameters"].items()) {
       std::printf("\t\t%s: %s\n", key.c_str(), ValueText(value).c_str());
     }
@@ -74,8 +97,10 @@ void AddSessionCommand(CLI::App& app, GlobalOptions& g) {
   CLI::App* cmd = app.add_subcommand(
       "session", "list the live sessions: target, portal, transport, state, files, counters");
   AddGlobalOptions(*cmd, g);
-  cmd->add_option("-P,--print", args->print_level, "1: also the negotiated parameters")
-      ->check(CLI::Range(0, 1));
+  cmd->add_option("-P,--print", args->print_level,
+                  "0: one line per session (SID, portal, target); 1: also where each is now, its "
+                  "state, tree, files and counters; 2 or 3: also the negotiated parameters")
+      ->check(CLI::Range(0, 3));
   cmd->add_flag("--json", args->json, "print JSON");
   cmd->add_flag("--rescan", args->rescan,
                 "read every target's LUNs and sizes again (new LUNs appear, deleted ones go); "

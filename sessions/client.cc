@@ -10,6 +10,7 @@
 #include <cstring>
 
 #include "initiator/base/log.h"
+#include "sessions/session_ids.h"
 
 namespace iser::sessions {
 
@@ -78,6 +79,7 @@ Status CleanStale(const HolderPaths& paths) {
   if (mounted) LazyUnmount(paths.root);
   unlink(paths.socket.c_str());
   unlink(paths.state_file.c_str());
+  RemoveFreeSessionIds(paths.state_dir);
   return Status::OK();
 }
 
@@ -95,9 +97,9 @@ Status StartDaemon(const HolderPaths& paths, const LoginSpec& spec, const Daemon
   _exit(st.ok() ? 0 : 1);
 }
 
-// Calls fn with a connection to each live tree process. The state directory is checked as login
-// checks it: a socket in a directory another user could write may be theirs, and the commands
-// would hand it logouts or believe its answers. No directory: no tree process.
+// Calls fn with a connection to each live tree process, and its socket's path. The state directory
+// is checked as login checks it: a socket in a directory another user could write may be theirs,
+// and the commands would hand it logouts or believe its answers. No directory: no tree process.
 template <typename Fn>
 Status ForEachLiveTree(Fn&& fn) {
   const std::string dir = StateDir();
@@ -107,7 +109,7 @@ Status ForEachLiveTree(Fn&& fn) {
   for (const std::string& socket : ListHolderSockets(dir)) {
     Result<int> fd = ConnectControl(socket);
     if (!fd.ok()) continue;  // stale: the next login to that tree cleans it up
-    fn(*fd);
+    fn(*fd, socket);
     close(*fd);
   }
   return Status::OK();
@@ -162,33 +164,90 @@ Result<DaemonLogin> LoginToDaemon(IscsiUrl url, ConnectOptions options,
   return result;
 }
 
-Result<std::vector<LoggedOut>> LogoutOfHolders(const std::optional<std::string>& target) {
+namespace {
+
+// One logout request on a holder's connection; what it logged out is added to done. A holder
+// that ends with it closes the connection at its exit, which this waits for.
+Status LogoutRequest(int fd, const Json& request, std::vector<LoggedOut>* done) {
+  Status st = SendMessage(fd, request);
+  Result<Json> reply = st.ok() ? ReceiveMessage(fd, kLogoutTimeout) : Result<Json>(st);
+  st = reply.ok() ? StatusOfReply(*reply) : reply.status();
+  if (reply.ok()) {
+    const std::string root = reply->value("root", std::string());
+    for (const Json& t : reply->value("targets", Json::array())) done->push_back({t, root});
+    if (reply->value("exiting", false)) ReceiveMessage(fd, kExitTimeout).status().IgnoreError();
+  }
+  return st;
+}
+
+bool Matches(const LogoutSelection& which, const Json& session) {
+  if (which.target && session.value("target", std::string()) != *which.target) return false;
+  if (which.sid && session.value("sid", 0) != *which.sid) return false;
+  if (which.portal) {
+    const Json& p = session.value("portal", Json::object());
+    if (p.value("address", std::string()) != which.portal->host ||
+        p.value("port", 0) != which.portal->port) {
+      return false;
+    }
+  }
+  return true;
+}
+
+}  // namespace
+
+std::string LogoutSelection::ToString() const {
+  if (all) return "--all";
+  std::string text;
+  if (target) text += " -T " + *target;
+  if (portal) text += " -p " + portal->ToString();
+  if (sid) text += " -r " + std::to_string(*sid);
+  return text.empty() ? text : text.substr(1);
+}
+
+Result<std::vector<LoggedOut>> LogoutOfHolders(const LogoutSelection& which) {
   std::vector<LoggedOut> done;
   bool any = false;
   Status first;
-  ISER_RETURN_IF_ERROR(ForEachLiveTree([&](int fd) {
-    any = true;
-    Json request = {{"op", "logout"}};
-    if (target) {
-      request["target"] = *target;
-    } else {
-      request["all"] = true;
-    }
-    Status st = SendMessage(fd, request);
-    Result<Json> reply = st.ok() ? ReceiveMessage(fd, kLogoutTimeout) : Result<Json>(st);
-    st = reply.ok() ? StatusOfReply(*reply) : reply.status();
-    if (reply.ok()) {
-      const std::string root = reply->value("root", std::string());
-      for (const Json& t : reply->value("targets", Json::array())) done.push_back({t, root});
-      // Its exit closes the connection.
-      if (reply->value("exiting", false)) ReceiveMessage(fd, kExitTimeout).status().IgnoreError();
-    }
+  auto note = [&](const Status& st) {
     if (!st.ok() && st.code() != StatusCode::kNotFound && first.ok()) first = st;
-  }));
+  };
+  if (which.all) {
+    ISER_RETURN_IF_ERROR(ForEachLiveTree([&](int fd, const std::string&) {
+      any = true;
+      note(LogoutRequest(fd, {{"op", "logout"}, {"all", true}}, &done));
+    }));
+  } else {
+    // What each holder holds that matches, then one request per target: a holder ends with its
+    // last session, so a list made first does not ask an ended one.
+    std::vector<std::pair<std::string, std::vector<std::string>>> chosen;
+    ISER_RETURN_IF_ERROR(ForEachLiveTree([&](int fd, const std::string& socket) {
+      any = true;
+      if (!SendMessage(fd, {{"op", "status"}}).ok()) return;
+      Result<Json> reply = ReceiveMessage(fd, kStatusTimeout);
+      if (!reply.ok() || !StatusOfReply(*reply).ok()) return;
+      std::vector<std::string> targets;
+      for (const Json& s : reply->value("sessions", Json::array())) {
+        if (Matches(which, s)) targets.push_back(s.value("target", std::string()));
+      }
+      if (!targets.empty()) chosen.emplace_back(socket, std::move(targets));
+    }));
+    for (const auto& [socket, targets] : chosen) {
+      for (const std::string& target : targets) {
+        Result<int> fd = ConnectControl(socket);
+        if (!fd.ok()) {
+          note(fd.status());
+          break;
+        }
+        note(LogoutRequest(*fd, {{"op", "logout"}, {"target", target}}, &done));
+        close(*fd);
+      }
+    }
+  }
   if (!first.ok()) return first;
   if (!any) return Status::NotFound("no active sessions");
   if (done.empty()) {
-    return Status::NotFound(target ? "no session with target " + *target : "no active sessions");
+    return Status::NotFound(which.all ? "no active sessions"
+                                      : "no session matches " + which.ToString());
   }
   return done;
 }
@@ -206,7 +265,7 @@ std::optional<std::string> HolderOf(const std::string& target) {
 
 Result<std::vector<Json>> HolderStatuses() {
   std::vector<Json> out;
-  ISER_RETURN_IF_ERROR(ForEachLiveTree([&](int fd) {
+  ISER_RETURN_IF_ERROR(ForEachLiveTree([&](int fd, const std::string&) {
     if (!SendMessage(fd, {{"op", "status"}}).ok()) return;
     Result<Json> reply = ReceiveMessage(fd, kStatusTimeout);
     if (reply.ok() && StatusOfReply(*reply).ok()) out.push_back(*reply);
@@ -216,7 +275,7 @@ Result<std::vector<Json>> HolderStatuses() {
 
 Result<std::vector<Json>> RescanHolders() {
   std::vector<Json> out;
-  ISER_RETURN_IF_ERROR(ForEachLiveTree([&](int fd) {
+  ISER_RETURN_IF_ERROR(ForEachLiveTree([&](int fd, const std::string&) {
     if (!SendMessage(fd, {{"op", "rescan"}}).ok()) return;
     Result<Json> reply = ReceiveMessage(fd, kRescanTimeout);
     if (reply.ok()) out.push_back(*reply);

@@ -52,10 +52,19 @@ struct LoggedOut {
   std::string root;  // the mount point of the holder it was logged out of
 };
 
-// Logs out of the target (nullopt: of every target) in every holder holding it, and returns the
-// sessions logged out; NotFound when no holder holds it (or none runs). Waits for a holder
-// ending with its last session to be gone.
-Result<std::vector<LoggedOut>> LogoutOfHolders(const std::optional<std::string>& target);
+// Which sessions a logout ends: all of them, or those that match every criterion given.
+struct LogoutSelection {
+  bool all = false;
+  std::optional<std::string> target;
+  std::optional<Portal> portal;  // the portal the session logged in at
+  std::optional<int> sid;        // session_ids.h
+  std::string ToString() const;  // as the command line gives it: "-T IQN -p HOST:PORT"
+};
+
+// Logs out of the sessions selected, in whichever holders hold them, and returns the sessions
+// logged out; NotFound, naming the selection, when none matches (or no holder runs). Waits for a
+// holder ending with its last session to be gone.
+Result<std::vector<LoggedOut>> LogoutOfHolders(const LogoutSelection& which);
 
 // The status reply (control.h) of every live tree process.
 Result<std::vector<Json>> HolderStatuses();

@@ -8,6 +8,7 @@
 #include <cerrno>
 #include <chrono>
 #include <cstring>
+#include <set>
 
 #include "initiator/base/log.h"
 #include "initiator/login/negotiation.h"
@@ -46,6 +47,11 @@ Json ParametersJson(const NegotiatedParams& p) {
   return j;
 }
 
+// Every portal a command prints as JSON has this shape; tpgt null where unknown.
+Json PortalJson(const Portal& portal, std::optional<uint16_t> tpgt) {
+  return {{"address", portal.host}, {"port", portal.port}, {"tpgt", tpgt ? Json(*tpgt) : Json()}};
+}
+
 }  // namespace
 
 Json SessionStatus(Session& session, const std::string& target,
@@ -53,8 +59,9 @@ Json SessionStatus(Session& session, const std::string& target,
   const SessionStats s = session.stats();
   const NegotiatedParams& p = session.params();
   return {{"target", target},
-          {"portal", session.portal().ToString()},
+          {"portal", PortalJson(session.portal(), p.target_portal_group_tag)},
           {"connection", s.portal},
+          {"current_portal", PortalJson(s.current_portal, s.current_tpgt)},
           {"transport", p.rdma_extensions ? "iser" : "tcp"},
           {"datamover", s.datamover},
           {"state", SessionStateName(s.state)},
@@ -69,7 +76,19 @@ Json SessionStatus(Session& session, const std::string& target,
 }
 
 HolderServer::HolderServer(HolderPaths paths, std::string kind, std::string portal)
-    : paths_(std::move(paths)), kind_(std::move(kind)), portal_(std::move(portal)) {}
+    : paths_(std::move(paths)),
+      kind_(std::move(kind)),
+      portal_(std::move(portal)),
+      ids_(paths_.state_dir) {}
+
+Json HolderServer::SessionsWithIds() {
+  Json sessions = holder_->Sessions();
+  std::set<std::string> targets;
+  for (const Json& s : sessions) targets.insert(s.value("target", std::string()));
+  ids_.Keep(targets);
+  for (Json& s : sessions) s["sid"] = ids_.For(s.value("target", std::string()));
+  return sessions;
+}
 
 HolderServer::~HolderServer() {
   Stop();
@@ -143,12 +162,14 @@ bool HolderServer::Handle(int fd) {
     Status st = ParseLoginRequest(*request, &spec.url, &spec.options);
     bool exists = false;
     if (st.ok()) st = holder_->Login(spec, &exists);
+    if (st.ok()) ids_.For(spec.url.target);
     reply = ReplyFor(st);
     reply["exists"] = exists;
   } else if (op == "logout") {
     bool last = false;
     reply = holder_->Logout(*request, &last);
     reply["root"] = paths_.root;
+    for (const Json& t : reply.value("targets", Json::array())) ids_.Release(t.get<std::string>());
     if (last) {
       reply_fd_ = fd;
       reply_ = std::move(reply);
@@ -160,7 +181,7 @@ bool HolderServer::Handle(int fd) {
     reply["pid"] = static_cast<int>(getpid());
     reply["kind"] = kind_;
     if (!portal_.empty()) reply["portal"] = portal_;
-    reply["sessions"] = holder_->Sessions();
+    reply["sessions"] = SessionsWithIds();
   } else if (op == "rescan") {
     holder_->Rescan(fd);
     return true;
@@ -173,6 +194,7 @@ bool HolderServer::Handle(int fd) {
 }
 
 void HolderServer::ControlMain() {
+  SessionsWithIds();  // the sessions held from the start get their SIDs now
   for (;;) {
     pollfd fds[2] = {{wake_[0], POLLIN, 0}, {listen_fd_, POLLIN, 0}};
     const int ready = poll(fds, 2, -1);

@@ -5,9 +5,11 @@
 // HolderServer registers the process in the state directory (state_dir.h: its socket and state
 // file, named after its mount point) and answers the control protocol (control.h) on a thread of
 // its own, one connection at a time, by calling the Holder. Requests from another user are
-// refused. The Holder's methods run on that thread and must not wait for SCSI commands of a
-// session in recovery (they would hold `session` and `logout` up to its replacement timeout):
-// Rescan takes the connection and answers it from elsewhere.
+// refused. It gives each session its SID (session_ids.h) when it logs in, or when the server
+// first sees it (at start, at a status request), and gives it back when the session is gone. The
+// Holder's methods run on that thread and must not wait for SCSI commands of a session in recovery
+// (they would hold `session` and `logout` up to its replacement timeout): Rescan takes the
+// connection and answers it from elsewhere.
 //
 // Ending: a logout that removes the holder's last session ends the process. The server then
 // stops answering, calls Holder::End (which makes the serving loop return), and keeps the
@@ -23,6 +25,7 @@
 #include "initiator/base/status.h"
 #include "initiator/session/session.h"
 #include "sessions/control.h"
+#include "sessions/session_ids.h"
 #include "sessions/state_dir.h"
 
 namespace iser::sessions {
@@ -72,10 +75,13 @@ class HolderServer {
   void ControlMain();
   // One connection; false when the process must end (the reply waits in reply_fd_).
   bool Handle(int fd);
+  // Holder::Sessions, each with its "sid": those of sessions gone are given back.
+  Json SessionsWithIds();
 
   const HolderPaths paths_;
   const std::string kind_;
   const std::string portal_;
+  SessionIds ids_;  // control thread only
   Holder* holder_ = nullptr;
   int listen_fd_ = -1;
   int wake_[2] = {-1, -1};

@@ -152,18 +152,30 @@ void LunFileRead(fuse_req_t req, const LunFile& f, size_t size, off_t off) {
   const size_t n = std::min<uint64_t>(size, end - off);
   // One buffer per worker thread, reused: requests are up to 1 MiB. It serves every file, so a
   // read may leave in it what a target did not place only where it holds nothing but this LUN's
-  // bytes (or zeroes): another LUN's must never reach this file's reader.
+  // bytes (or zeroes): another LUN's must never reach this file's reader, nor the bytes of a LUN
+  // the target deleted and created again under the number since (a unit attention, or a check of
+  // its identity and size, says so: a LUN created again with the same identity and size and no
+  // unit attention cannot be told from the old one).
   thread_local std::vector<uint8_t> buf;
-  // Its first buf_lun_bytes hold only what reads of the BlockDevice buf_lun placed there.
+  // Its first buf_lun_bytes hold only what reads of the BlockDevice buf_lun placed there while
+  // its changes count was buf_changes.
   thread_local uint64_t buf_lun = 0;
+  thread_local uint64_t buf_changes = 0;
   thread_local size_t buf_lun_bytes = 0;
   if (buf.size() < n) buf.resize(n);
-  const bool same_lun = buf_lun == f.device->id() && n <= buf_lun_bytes;
+  auto changes = [&f] { return f.device->session().lun_changes() + f.cached->changes.load(); };
+  const uint64_t changes_before = changes();
+  const bool same_lun =
+      buf_lun == f.device->id() && buf_changes == changes_before && n <= buf_lun_bytes;
   // A read that fails may have placed some bytes and not others.
   buf_lun = 0;
-  const Status st = f.device->Read(off, buf.data(), n, same_lun);
+  Status st = f.device->Read(off, buf.data(), n, same_lun);
+  // The LUN changed under the read (a unit attention it got and retried): what it left in place
+  // may be the old LUN's.
+  if (st.ok() && same_lun && changes() != changes_before) st = f.device->Read(off, buf.data(), n);
   if (st.ok()) {
     buf_lun = f.device->id();
+    buf_changes = changes_before;
     buf_lun_bytes = same_lun ? buf_lun_bytes : n;
   }
   if (!st.ok()) return ReplyStatus(req, st);

@@ -54,6 +54,7 @@ bool KeepCachedPages(const LunFile& f, const LunIdentity& now, uint64_t size) {
                                 "number): the file serves the new one, its cached pages dropped");
   }
   const bool keep = same && size == c.size;
+  if (!keep) c.changes.fetch_add(1);
   c.identity = now;
   c.size = size;
   return keep;

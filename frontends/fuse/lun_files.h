@@ -3,6 +3,7 @@
 // whole-target mount skips non-disk LUNs and fails only when none is left.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -25,6 +26,10 @@ struct CachedLun {
   bool known ISER_GUARDED_BY(mu) = false;  // false: the one the device opened (its info())
   LunIdentity identity ISER_GUARDED_BY(mu);
   uint64_t size ISER_GUARDED_BY(mu) = 0;
+  // Times a check found another identity or size (KeepCachedPages returned false): with the
+  // session's lun_changes(), what says that bytes read from the file earlier may be another
+  // LUN's (lun_file_ops.cc's read buffer).
+  std::atomic<uint64_t> changes{0};
 };
 
 struct LunFile {

@@ -24,19 +24,11 @@ SizeWatch::~SizeWatch() {
   thread_.join();
 }
 
-namespace {
-
-uint64_t ChangesOf(const Session& session) {
-  return session.luns_changes() + session.capacity_changes();
-}
-
-}  // namespace
-
 void SizeWatch::Main() {
   std::vector<uint64_t> told;
   for (const LunFile& f : files_) told.push_back(f.device->size_bytes());
   // Every file's device shares one session.
-  uint64_t changes_seen = files_.empty() ? 0 : ChangesOf(files_.front().device->session());
+  uint64_t changes_seen = files_.empty() ? 0 : files_.front().device->session().lun_changes();
   for (;;) {
     {
       MutexLock lock(&mu_);
@@ -47,7 +39,7 @@ void SizeWatch::Main() {
     // target's other LUNs do (3F/0E): then every LUN's identity is read again, so that a
     // descriptor kept open does not go on reading the old LUN's pages (an open checks too).
     std::vector<bool> replaced(files_.size(), false);
-    const uint64_t changes = files_.empty() ? 0 : ChangesOf(files_.front().device->session());
+    const uint64_t changes = files_.empty() ? 0 : files_.front().device->session().lun_changes();
     if (changes != changes_seen) {
       changes_seen = changes;
       for (size_t i = 0; i < files_.size(); ++i) {

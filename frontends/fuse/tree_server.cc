@@ -104,9 +104,8 @@ class TreeServer : public Holder {
   CondVar watch_cv_;
   bool watch_stop_ ISER_GUARDED_BY(watch_mu_) = false;
   std::vector<int> rescans_ ISER_GUARDED_BY(watch_mu_);  // Rescan's, in order
-  // Per target, the sum of its session's luns_changes() and capacity_changes() when its LUNs were
-  // last read: both only grow, so the sum moves when either does. A login sets it, the watch
-  // thread reads and moves it.
+  // Per target, its session's lun_changes() when its LUNs were last read. A login sets it, the
+  // watch thread reads and moves it.
   std::map<std::string, uint64_t> changes_seen_ ISER_GUARDED_BY(watch_mu_);
   // Per file ("<iqn>/lun<N>"), the size the kernel last got from us (watch thread only).
   std::map<std::string, uint64_t> sizes_told_;
@@ -115,10 +114,6 @@ class TreeServer : public Holder {
 // How often the watch thread looks for targets that reported changed LUNs or capacities: a unit
 // attention a command got shows in the tree within about this long.
 constexpr std::chrono::seconds kLunWatchInterval{1};
-
-uint64_t ChangesOf(const Session& session) {
-  return session.luns_changes() + session.capacity_changes();
-}
 
 Status TreeServer::Login(const LoginSpec& spec, bool* exists) {
   *exists = fs_.Contains(spec.url.target);
@@ -130,7 +125,7 @@ Status TreeServer::Login(const LoginSpec& spec, bool* exists) {
     (*session)->Close().IgnoreError();
     return files.status();
   }
-  const uint64_t changes = ChangesOf(**session);
+  const uint64_t changes = (*session)->lun_changes();
   // A login request (control thread) and a whole-portal mount's rescan (watch thread) may log in
   // to one target at once: the second is refused here and logs out again.
   const Status added =
@@ -172,7 +167,7 @@ TreeServer::ScanResult TreeServer::RescanAll() {
 void TreeServer::RescanLuns(const TreeTargetView& t, ScanResult* r) {
   {
     MutexLock lock(&watch_mu_);
-    changes_seen_[t.name] = ChangesOf(*t.session);
+    changes_seen_[t.name] = t.session->lun_changes();
   }
   std::map<uint64_t, std::shared_ptr<const LunFile>> have;
   for (const auto& f : t.luns) have[f->device->info().lun] = f;
@@ -250,7 +245,7 @@ void TreeServer::RescanChangedLuns() {
   for (const TreeTargetView& t : fs_.Targets()) {
     {
       MutexLock lock(&watch_mu_);
-      if (ChangesOf(*t.session) == changes_seen_[t.name]) continue;
+      if (t.session->lun_changes() == changes_seen_[t.name]) continue;
     }
     ScanResult r;
     RescanLuns(t, &r);

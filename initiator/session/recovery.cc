@@ -23,9 +23,10 @@ constexpr std::chrono::seconds kStableConnection{10};
 // Times a command is sent again on a new connection after connections that completed nothing
 // before it fails: the bound where command_timeout is 0.
 constexpr uint8_t kMaxReplays = 4;
-// A command in flight at this many losses in a row of its own ends, even where the connections
-// completed other commands: a target that drops the connection whenever it gets that command
-// (a CDB that crashes its handler) would otherwise have it replayed for ever.
+// A command in flight at this many connection losses ends, even where the connections completed
+// other commands, and whatever retries or aborts came between (Task::losses_in_flight): a target
+// that drops the connection whenever it gets that command (a CDB that crashes its handler) would
+// otherwise have it replayed for ever.
 constexpr uint8_t kMaxLossesInFlight = 8;
 
 constexpr uint8_t kCompareAndWrite = 0x89;
@@ -83,8 +84,9 @@ uint64_t Session::CollectForReplay(const std::string& cause, bool progress) {
   std::vector<ReplayLife> sent;
   for (uint32_t s = 1; s < kSlots; ++s) {
     if (slots_[s]) {
-      sent.push_back({slots_[s], slot_first_sent_[s], slot_replays_[s], EscalationStarted(s),
-                      static_cast<uint8_t>(slot_losses_[s] + 1)});
+      // One the datamover still held never reached the target: this loss is not its doing.
+      if (slot_posted_[s]) ++slots_[s]->losses_in_flight;
+      sent.push_back({slots_[s], slot_first_sent_[s], slot_replays_[s], EscalationStarted(s)});
     }
     slots_[s] = nullptr;
     slot_abort_[s] = 0;
@@ -105,7 +107,7 @@ uint64_t Session::CollectForReplay(const std::string& cause, bool progress) {
   // over on the next connection for ever. So does one in its escalation (its ABORT TASK, or a
   // LUN reset covering it, under way), whatever else completed: another LUN's traffic says
   // nothing of its LUN, and the loss was the escalation's reconnect, or cut it short. And so
-  // does one in flight at kMaxLossesInFlight losses in a row, whatever else completed.
+  // does one in flight at kMaxLossesInFlight connection losses, whatever else completed.
   // The others go in the order they were first sent in: commands in flight, retries waiting for
   // their back-off, then what never left.
   std::vector<Task*> order;
@@ -119,7 +121,7 @@ uint64_t Session::CollectForReplay(const std::string& cause, bool progress) {
     } else if (((!progress || life.escalated) &&
                 ((timeout.count() > 0 && now - life.first_sent > timeout) ||
                  life.replays >= kMaxReplays)) ||
-               life.losses >= kMaxLossesInFlight) {
+               life.task->losses_in_flight >= kMaxLossesInFlight) {
       expired.push_back(life);
     } else {
       if (!progress || life.escalated) ++life.replays;
@@ -142,9 +144,9 @@ uint64_t Session::CollectForReplay(const std::string& cause, bool progress) {
   }
   for (const ReplayLife& life : expired) {
     Task* t = life.task;
-    const std::string why = life.losses >= kMaxLossesInFlight
-                                ? "on " + std::to_string(life.losses) +
-                                      " connections in a row, each lost while it was in flight"
+    const std::string why = life.task->losses_in_flight >= kMaxLossesInFlight
+                                ? "on " + std::to_string(life.task->losses_in_flight) +
+                                      " connections, each lost while it was in flight"
                             : life.replays >= kMaxReplays
                                 ? "after " + std::to_string(life.replays) +
                                       " replays on connections that completed nothing"
@@ -335,6 +337,8 @@ Status Session::Reconnect(const Portal& portal, uint64_t replayed, Clock::time_p
     old = std::move(dm_);
     dm_ = std::move(dm);
     stats_.portal = dm_->Describe();
+    stats_.current_portal = where;
+    stats_.current_tpgt = outcome.params.target_portal_group_tag;
     stats_.datamover = dm_->Mechanism();
   }
   old.reset();

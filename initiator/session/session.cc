@@ -66,7 +66,6 @@ Session::Session(const SessionOptions& options)
       slot_posted_(kSlots, 0),
       slot_first_sent_(kSlots),
       slot_replays_(kSlots, 0),
-      slot_losses_(kSlots, 0),
       slot_abort_(kSlots, 0) {
   free_slots_.reserve(kSlots);
   for (uint32_t s = kSlots - 1; s >= 1; --s) free_slots_.push_back(s);
@@ -108,6 +107,8 @@ Result<std::unique_ptr<Session>> Session::Open(const SessionOptions& options) {
   {
     MutexLock lock(&s->submit_mu_);
     s->stats_.portal = s->dm_->Describe();
+    s->stats_.current_portal = s->portal_;
+    s->stats_.current_tpgt = outcome.params.target_portal_group_tag;
     s->stats_.datamover = s->dm_->Mechanism();
   }
   ISER_RETURN_IF_ERROR(s->dm_->Start(s.get()));
@@ -146,6 +147,7 @@ void Session::Submit(Task* task) {
   task->status = Status::OK();
   task->retries = 0;
   task->aborts = 0;
+  task->losses_in_flight = 0;
   bool on_io_thread = false;
   bool refused = false;
   {
@@ -283,7 +285,6 @@ void Session::SendTask(Task* t) {
     slot_sent_at_[slot] = slot_first_sent_[slot] = dm_->Now();
   }
   slot_replays_[slot] = 0;
-  slot_losses_[slot] = 0;
   if (!replay_lives_.empty()) {
     // A replayed command keeps its age and its count of replays (CollectForReplay).
     const auto life = std::find_if(replay_lives_.begin(), replay_lives_.end(),
@@ -291,7 +292,6 @@ void Session::SendTask(Task* t) {
     if (life != replay_lives_.end()) {
       slot_first_sent_[slot] = life->first_sent;
       slot_replays_[slot] = life->replays;
-      slot_losses_[slot] = life->losses;
       replay_lives_.erase(life);
     }
   }

@@ -35,6 +35,7 @@
 #include <chrono>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -69,6 +70,8 @@ struct SessionStats {
   uint64_t bytes_written = 0;
   std::chrono::milliseconds longest_recovery{0};  // from the loss to full feature phase again
   std::string portal;                             // where the session is (or was) logged in
+  Portal current_portal;                          // the same, as an address and port
+  std::optional<uint16_t> current_tpgt;           // its TargetPortalGroupTag
   std::string last_loss;                          // why the connection was last lost
   std::string datamover;  // how the connection moves data (Datamover::Mechanism)
 };
@@ -110,6 +113,9 @@ class Session final : private DatamoverEvents {
   // Counts UNIT ATTENTIONs "reported LUNs data has changed" (3F/0E): LUNs were added or removed
   // (tgtd also raises it for a LUN deleted and added again, e.g. with a larger backing file).
   uint64_t luns_changes() const { return luns_changes_.load(); }
+  // Moves whenever either of the two does (both only grow): a LUN may have another size, or be
+  // another LUN under its number, since it last had this value.
+  uint64_t lun_changes() const { return luns_changes() + capacity_changes(); }
   // While I/O fails because recovery has lasted past replacement_timeout: why, with the code of
   // the cause (what every login attempt failed with, if they all failed the same way, else the
   // first loss of the connection), for a one-shot command to exit with. OK otherwise.
@@ -261,15 +267,12 @@ class Session final : private DatamoverEvents {
   // SCSI retry, on a live connection, starts both afresh.
   std::vector<Clock::time_point> slot_first_sent_;
   std::vector<uint8_t> slot_replays_;
-  std::vector<uint8_t> slot_losses_;  // ReplayLife::losses
   struct ReplayLife {
     Task* task;
     Clock::time_point first_sent;
     uint8_t replays;
     // It was in its escalation (EscalationStarted) when the connection was lost.
     bool escalated = false;
-    // Connections lost while it was in flight, whatever else they completed.
-    uint8_t losses = 0;
   };
   // Those of the tasks waiting to be replayed, until SendTask takes them back into a slot.
   std::vector<ReplayLife> replay_lives_;

@@ -82,6 +82,10 @@ bool Session::RoomForTaskManagement() const {
 }
 
 void Session::StartLunReset(uint64_t lun) {
+  // After the Logout Request no new request goes on the closing connection, and nothing of ours is
+  // left to reset: the logout waited for every command to end. A refused ABORT TASK answered late
+  // gets here then.
+  if (logout_sent_) return;
   const bool sent = std::any_of(tmfs_.begin(), tmfs_.end(), [&](const TaskManagement& m) {
     return m.function == kLogicalUnitReset && m.lun == lun;
   });

@@ -67,7 +67,10 @@ struct Task {
   uint32_t unsolicited_bytes = 0;  // write bytes sent as unsolicited Data-Out (after immediate)
   uint8_t retries = 0;             // SCSI-level retries so far (BUSY, UNIT ATTENTION, ...)
   uint8_t aborts = 0;              // times aborted after command_timeout and sent again
-  Task* next = nullptr;            // intrusive queue link
+  // Connections lost in a row while it was in flight (posted to the target), across replays,
+  // SCSI retries and aborts alike: none of those says the target can keep a connection with it.
+  uint8_t losses_in_flight = 0;
+  Task* next = nullptr;  // intrusive queue link
 
   // Datamover state; neither the session nor the submitter touches it. How many of the task's
   // PDUs the datamover holds unsent, so that ending a task it holds none of costs no search.

@@ -111,9 +111,9 @@ class Datamover {
   // while control PDUs sent later pass it; such a transport calls OnCommandPosted when it
   // leaves. Until then the target knows nothing of it: it is neither aborted nor reset.
   virtual bool PostsCommandsLater() const { return false; }
-  // How this connection moves data, for `session -P` and logs: "epoll", or the RDMA device,
-  // how STags are made and the receives posted.
-  virtual std::string Mechanism() const { return ""; }
+  // How this connection moves data, for `session -P` and logs: "io_uring" or "epoll", or the
+  // RDMA device, how STags are made and the receives posted.
+  virtual std::string Mechanism() const = 0;
   // Whether the session can count a read's Data-In bytes (see DataInAccounting). iSCSI's
   // default; a transport whose target places the data itself says so.
   virtual DataInAccounting data_in_accounting() const { return DataInAccounting::kCountedFromPdus; }

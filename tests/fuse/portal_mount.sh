@@ -23,12 +23,14 @@ dd if=/dev/urandom of="$FUSE_DIR/img" bs=1M count=8 status=none
 timeout 60 dd if="$FUSE_DIR/img" of="$MNT/${T}2/lun1" bs=1M conv=fsync,notrunc status=none
 cmp -n $((8 << 20)) "$FUSE_DIR/img" "$(tgt_lun_file 2 1)" || fail "data through ${T}2/lun1"
 json=$(ic session --json) || fail "session --json"
-python3 - "$json" "$MNT" "127.0.0.1:$TGT_PORT" <<'PY' || fail "session --json: $json"
+python3 - "$json" "$MNT" "$TGT_PORT" <<'PY' || fail "session --json: $json"
 import json, sys
-doc, mnt, portal = json.loads(sys.argv[1]), sys.argv[2], sys.argv[3]
+doc, mnt, port = json.loads(sys.argv[1]), sys.argv[2], int(sys.argv[3])
 assert len(doc) == 2, doc
 for s in doc:
-    assert s["root"] == mnt and s["portal_mount"] == portal and s["transport"] == "tcp", s
+    assert s["root"] == mnt and s["transport"] == "tcp", s
+    assert s["portal_mount"] == {"address": "127.0.0.1", "port": port, "tpgt": None}, s
+    assert s["portal"] == {"address": "127.0.0.1", "port": port, "tpgt": 1}, s
 PY
 echo "whole-portal mount of two targets: ok"
 

@@ -43,8 +43,9 @@ inner() {
 
   local out
   out=$(ic session) || fail "session"
-  grep -q "^tcp: .* 127.0.0.1:$TGT_PORT $iqn (logged in)" <<<"$out" || fail "session: $out"
-  grep -qF "Files: $root/$iqn/lun1" <<<"$out" || fail "session lacks the file: $out"
+  grep -q "^tcp: \[[0-9]*\] 127.0.0.1:$TGT_PORT,1 $iqn (non-flash)$" <<<"$out" || fail "session: $out"
+  out=$(ic session -P 1) || fail "session -P 1"
+  grep -qF "Files: $root/$iqn/lun1" <<<"$out" || fail "session -P 1 lacks the file: $out"
   echo "session: ok"
 
   out=$(ic logout --all) || fail "logout --all"

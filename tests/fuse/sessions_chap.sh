@@ -29,7 +29,7 @@ timeout 60 dd if="$FUSE_DIR/img" of="$ROOT/$T1/lun1" bs=1M conv=fsync,notrunc st
 expect_exit 24 "" "$ISER_CONNECT" login "$CHAP_URL" --password-file "$FUSE_DIR/wrong"
 [ ! -e "$ROOT/$T2" ] || fail "$T2 appeared after a failed login"
 cmp -n $((8 << 20)) "$FUSE_DIR/img" "$ROOT/$T1/lun1" || fail "$T1 after the failed login"
-ic session | grep -q "$T1 (logged in)" || fail "$T1 is no longer listed"
+ic session | grep -q " $T1 (non-flash)$" || fail "$T1 is no longer listed"
 echo "wrong CHAP password: exit 24, other session unharmed: ok"
 
 ic login "$CHAP_URL" --password-file "$FUSE_DIR/secret" --log-level debug >"$FUSE_DIR/out" 2>&1 ||
@@ -47,7 +47,9 @@ done
 for f in "$STATE_DIR"/*; do
   [ "$(stat -c %a "$f")" = 600 ] || fail "$f has mode $(stat -c %a "$f")"
 done
-[ "$(ls "$STATE_DIR" | wc -l)" = 2 ] || fail "state directory holds: $(ls "$STATE_DIR")"
+# The daemon's socket and state file, and a SID claim per session.
+[ "$(ls "$STATE_DIR" | sort | tr '\n' ' ')" = "sid-1 sid-2 $(cd "$STATE_DIR" && ls tree-* | tr '\n' ' ')" ] ||
+  fail "state directory holds: $(ls "$STATE_DIR")"
 echo "CHAP secret kept out of argv, output and state; modes: ok"
 
 PID=$(sessions_daemon_pid) || fail "no state file names the daemon"

@@ -17,14 +17,16 @@ dd if=/dev/urandom of="$FUSE_DIR/img" bs=1M count=16 status=none
 timeout 60 dd if="$FUSE_DIR/img" of="$ROOT/$T1/lun1" bs=1M conv=fsync,notrunc status=none
 cmp -n $((16 << 20)) "$FUSE_DIR/img" "$ROOT/$T1/lun1" || fail "read back over iSER"
 cmp -n $((16 << 20)) "$FUSE_DIR/img" "$(tgt_lun_file 1 1)" || fail "backing file"
-out=$(ic session -P 1) || fail "session"
+out=$(ic session) || fail "session"
+grep -q "^iser: \[[0-9]*\] 127.0.0.1:$TGT_PORT,1 $T1 (non-flash)$" <<<"$out" ||
+  fail "session does not show iser: $out"
+out=$(ic session -P 2) || fail "session -P 2"
 echo "$out"
-grep -q "^iser: .* 127.0.0.1:$TGT_PORT $T1 (logged in)" <<<"$out" || fail "session does not show iser"
 grep -q "RDMAExtensions: Yes" <<<"$out" || fail "RDMAExtensions is not Yes"
 grep -q "Datamover: device .*, STags by .*, [0-9]* receives" <<<"$out" ||
-  fail "session -P 1 does not say how the connection moves data"
+  fail "session -P 2 does not say how the connection moves data"
 json=$(ic session --json) || fail "session --json"
-python3 -c 'import json,sys; s=json.loads(sys.argv[1]); assert len(s)==1 and s[0]["transport"]=="iser", s' "$json" ||
+python3 -c 'import json,sys; s=json.loads(sys.argv[1]); assert len(s)==1 and s[0]["transport"]=="iser" and s[0]["datamover"].startswith("device "), s' "$json" ||
   fail "session --json: $json"
 echo "login over iSER, session shows iser: ok"
 ic logout --all || fail "logout --all"

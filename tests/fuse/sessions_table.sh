@@ -21,9 +21,12 @@ MOUNT_PID=$FUSE_PID
 ic login "$(sessions_url 2)" || fail "login to $T2"
 
 out=$(ic session) || fail "session: $out"
-grep -q "^tcp: .* 127.0.0.1:$TGT_PORT $T1 (logged in)" <<<"$out" || fail "the mount is not listed: $out"
+grep -q "^tcp: \[[0-9]*\] 127.0.0.1:$TGT_PORT,1 $T1 (non-flash)$" <<<"$out" || fail "the mount is not listed: $out"
+out=$(ic session -P 1) || fail "session -P 1: $out"
 grep -qF "Files: $MNT/lun1" <<<"$out" || fail "the mount's file is not listed: $out"
-grep -q "^tcp: .* 127.0.0.1:$TGT_PORT $T2 (logged in)" <<<"$out" || fail "the daemon's session is not listed: $out"
+grep -qF "Held by: mount $MNT (pid " <<<"$out" || fail "the mount is not named: $out"
+out=$(ic session) || fail "session: $out"
+grep -q "^tcp: \[[0-9]*\] 127.0.0.1:$TGT_PORT,1 $T2 (non-flash)$" <<<"$out" || fail "the daemon's session is not listed: $out"
 ic session --json | python3 -c '
 import json, sys
 mnt, root, pid, t1, t2 = sys.argv[1:]

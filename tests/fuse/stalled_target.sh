@@ -43,9 +43,14 @@ answers() {
     fail "$what did not answer within 10 s while $T2 is stalled (exit $?): $(cat "$FUSE_DIR/answer")"
 }
 
+# The state `session --json` (in $FUSE_DIR/answer) gives target $1's session is $2.
+in_state() {
+  python3 -c 'import json, sys; d = {s["target"]: s["state"] for s in json.load(open(sys.argv[1]))}
+sys.exit(d.get(sys.argv[2]) != sys.argv[3])' "$FUSE_DIR/answer" "$1" "$2"
+}
 t2_recovering() {
-  answers "session" session
-  grep -qF "$T2 (recovering)" "$FUSE_DIR/answer"
+  answers "session" session --json
+  in_state "$T2" recovering
 }
 
 # The LUN watch: a LUN added to target 2 raises 3F/0E, which a read meets; the watch rescans
@@ -58,7 +63,7 @@ timeout 60 dd if="$ROOT/$T2/lun1" of=/dev/null bs=4k count=1 iflag=direct status
 kill -STOP "$TGT_MIRROR_PID"
 stalled=1
 wait_for 60 t2_recovering || fail "$T2 is not recovering 60 s after its tgtd stopped: $(cat "$FUSE_DIR/answer")"
-grep -qF "$T1 (logged in)" "$FUSE_DIR/answer" || fail "session: $(cat "$FUSE_DIR/answer")"
+in_state "$T1" "logged in" || fail "session: $(cat "$FUSE_DIR/answer")"
 # Had the watch read target 2's LUNs in the moment between the read and the stop, nothing would
 # wait for the stalled target below, and the checks would prove nothing.
 [ ! -e "$ROOT/$T2/lun2" ] || fail "the LUN watch read $T2's LUNs before its tgtd stopped"

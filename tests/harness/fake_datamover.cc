@@ -27,6 +27,7 @@ class FakeDatamover final : public Datamover {
     return c_->options_.connect_status;
   }
   std::string Describe() const override { return "FAKE " + portal_; }
+  std::string Mechanism() const override { return "fake"; }
 
   Status SendPdu(const Bhs& bhs, std::span<const uint8_t>, Deadline) override {
     if (bhs.opcode() != Opcode::kLoginRequest) {

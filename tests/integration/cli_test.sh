@@ -44,7 +44,8 @@ check "ls --json has the LUNs" python3 -c '
 import json,sys
 d=json.loads(sys.argv[1]); luns={l["lun"]:l for l in d[0]["luns"]}
 assert luns[1]["size"]==33554432 and luns[2]["logical_block_size"]==4096 and luns[2]["thin"]
-assert luns[0]["type"]=="STORAGE_ARRAY_CONTROLLER"' "$json"
+assert luns[0]["type"]=="STORAGE_ARRAY_CONTROLLER"
+assert d[0]["portal"]=={"address":"127.0.0.1","port":'"$TGT_PORT"',"tpgt":1}, d[0]' "$json"
 
 out=$(timeout 60 "$cli" bench "iscsi://$portal/$iqn/1" --rw randwrite --bs 4k --qd 32 --time 2 --verify --json)
 echo "$out"
@@ -55,7 +56,9 @@ import json,sys; d=json.loads(sys.argv[1]); assert d["ios"]>0 and d["verified_un
 check "bench --json reports the session's recoveries: none on a steady target" python3 -c '
 import json,sys; d=json.loads(sys.argv[1])
 assert d["recoveries"]==0 and d["longest_recovery_s"]==0 and d["replayed_tasks"]==0, d
-assert isinstance(d["retried_commands"], int), d' "$out"
+assert isinstance(d["retried_commands"], int), d
+assert d["datamover"] in ("io_uring", "epoll"), d
+assert d["portal"]=={"address":"127.0.0.1","port":'"$TGT_PORT"',"tpgt":1}, d' "$out"
 out=$(timeout 60 "$cli" bench "iscsi://$portal/$iqn/2" --rw read --bs 512k --qd 8 --time 2 --verify --size 16m)
 echo "$out"
 check "bench read --verify on the 4 KiB LUN" grep -q "0 bad" <<<"$out"

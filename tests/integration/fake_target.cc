@@ -70,6 +70,11 @@ void FakeConnection::Adopt(int fd) {
   setsockopt(fd_, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
 }
 
+bool FakeConnection::Readable(int timeout_ms) {
+  pollfd p{fd_, POLLIN, 0};
+  return poll(&p, 1, timeout_ms) == 1;
+}
+
 bool FakeConnection::ReadExact(void* p, size_t n) {
   auto* c = static_cast<uint8_t*>(p);
   while (n > 0) {

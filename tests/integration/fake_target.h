@@ -63,6 +63,8 @@ class FakeConnection : public FakeTargetBase {
   FakeConnection& operator=(const FakeConnection&) = delete;
 
   bool Read(FakePdu* pdu) override;
+  // Whether the initiator sent something (or closed) within timeout_ms: Read would not block.
+  bool Readable(int timeout_ms);
   void Send(const Bhs& bhs, const std::vector<uint8_t>& data = {}) override;
   void SendRaw(const void* p, size_t n);
   // Shuts the connection down (the initiator sees it closed); the descriptor stays until the

@@ -584,5 +584,44 @@ TEST(FakeTarget, AbortLunResetAndTimeoutEachEndTheReadOnce) {
   EXPECT_TRUE((*s)->healthy()) << "a command's endings cost the connection";
 }
 
+// An ABORT TASK whose command was answered before it, refused after the Logout Request went:
+// the refusal asks for a LUN reset, but no new request goes on a connection being logged out, and
+// the LUN has nothing of ours left to reset.
+TEST(FakeTarget, NoLunResetFollowsTheLogoutRequest) {
+  std::atomic<int> after_logout{-1};
+  FakeTarget target({}, [&](FakeTarget& t) {
+    FakePdu cmd, tmf, logout;
+    if (!ReadUntil(t, Opcode::kScsiCommand, &cmd) || !ReadUntil(t, Opcode::kTaskMgmtRequest, &tmf))
+      return;
+    Bhs din = ResponseHeader(Opcode::kDataIn, cmd.bhs.itt(), t.next_statsn(),
+                             cmd.bhs.u32(bhs::kCmdSN) + 1, cmd.bhs.u32(bhs::kCmdSN) + 64);
+    din.set_flags(kFinalBit | kStatusBit);
+    din.set_data_segment_length(4096);
+    t.Send(din, std::vector<uint8_t>(4096, 0x42));
+    if (!ReadUntil(t, Opcode::kLogoutRequest, &logout)) return;
+    AnswerTaskManagement(t, tmf, 5);  // Function rejected
+    FakePdu next;
+    after_logout = t.Readable(1500) && t.Read(&next) ? static_cast<int>(next.bhs.opcode()) : 0;
+    t.Send(ResponseHeader(Opcode::kLogoutResponse, logout.bhs.itt(), t.next_statsn(),
+                          logout.bhs.u32(bhs::kCmdSN), logout.bhs.u32(bhs::kCmdSN) + 63));
+  });
+  SessionOptions o = OptionsFor(target);
+  o.command_timeout = std::chrono::seconds(1);
+  o.nop_interval = std::chrono::milliseconds(0);
+  Result<std::unique_ptr<Session>> s = Session::Open(o);
+  ASSERT_TRUE(s.ok()) << s.status().ToString();
+  std::vector<uint8_t> buf(4096, 0xee);
+  Task t;
+  scsi::Read(t, 0, 8, buf.data(), 4096);
+  t.lun = 1;
+  (*s)->Execute(&t);
+  ASSERT_TRUE(scsi::TaskStatus(t, "READ").ok()) << scsi::TaskStatus(t, "READ").ToString();
+  EXPECT_EQ(buf, std::vector<uint8_t>(4096, 0x42));
+  (*s)->Close().IgnoreError();
+  EXPECT_EQ(after_logout.load(), 0)
+      << "the initiator sent a PDU with opcode " << after_logout.load()
+      << " after its Logout Request (0x02: a Task Management Function Request)";
+}
+
 }  // namespace
 }  // namespace iser

@@ -671,12 +671,16 @@ TEST(RecoveryFakeTarget, ACommandToATargetThatAsksForALogoutAfterEveryLoginEndsA
 // was answered after it (a CDB that crashes the target's handler, while the connection still
 // completes other commands), and no unit attention is raised (its retries would end the command
 // with CHECK CONDITION first).
-enum class LunOne { kStalled, kDropOnAbort, kDropAfterLunOne };
+// kDropAfterLunOne: a LUN 0 read answered after a LUN 1 command arrived drops the connection.
+// kUnitAttentionThenDrop: the same, and the first LUN 1 command of each connection gets a UNIT
+// ATTENTION, so that the command is retried (sent again afresh) on each connection.
+enum class LunOne { kStalled, kDropOnAbort, kDropAfterLunOne, kUnitAttentionThenDrop };
 
 void StalledLunOne(FakeConnection& c, LunOne mode) {
   if (!c.Login(LoginWithTime2Wait(0))) return;
   bool first_command = true;
   bool lun1_seen = false;
+  bool lun1_attention_due = mode == LunOne::kUnitAttentionThenDrop;
   FakePdu pdu;
   while (c.Read(&pdu)) {
     if (mode == LunOne::kDropOnAbort && pdu.bhs.opcode() == Opcode::kTaskMgmtRequest) {
@@ -684,16 +688,21 @@ void StalledLunOne(FakeConnection& c, LunOne mode) {
       return;
     }
     if (AnswerNopOut(c, pdu) || pdu.bhs.opcode() != Opcode::kScsiCommand) continue;
-    if (std::exchange(first_command, false) && mode != LunOne::kDropAfterLunOne) {
+    const bool drops = mode == LunOne::kDropAfterLunOne || mode == LunOne::kUnitAttentionThenDrop;
+    if (std::exchange(first_command, false) && !drops) {
       SendUnitAttention(c, pdu);
       continue;
     }
     if (pdu.bhs.lun() != EncodeLun(0)) {
+      if (std::exchange(lun1_attention_due, false)) {
+        SendUnitAttention(c, pdu);
+        continue;
+      }
       lun1_seen = true;
       continue;
     }
     SendReadData(c, pdu);
-    if (mode == LunOne::kDropAfterLunOne && lun1_seen) {
+    if (drops && lun1_seen) {
       c.Close();
       return;
     }
@@ -761,7 +770,16 @@ TEST(RecoveryFakeTarget, AStalledCommandEndsThoughEachAbortDropsTheConnection) {
 // its escalation never starts: before, it was replayed until the test's 40 s bound; now it ends
 // after 8 losses with it in flight.
 TEST(RecoveryFakeTarget, ACommandInFlightAtEveryLossEndsThoughOtherCommandsComplete) {
-  ExpectTheStalledLunsCommandEnds(true, LunOne::kDropAfterLunOne, "8 connections in a row");
+  ExpectTheStalledLunsCommandEnds(true, LunOne::kDropAfterLunOne,
+                                  "on 8 connections, each lost while it was in flight");
+}
+
+// The same, with the command retried for a UNIT ATTENTION on each connection before the loss:
+// before, each retry started its count of losses afresh, and the command ended only when its
+// SCSI retries ran out, as a CHECK CONDITION (status OK) instead of the error saying why.
+TEST(RecoveryFakeTarget, ACommandInFlightAtEveryLossEndsThoughEachConnectionRetriesIt) {
+  ExpectTheStalledLunsCommandEnds(true, LunOne::kUnitAttentionThenDrop,
+                                  "on 8 connections, each lost while it was in flight");
 }
 
 }  // namespace

@@ -40,9 +40,10 @@ TEST(CliJson, ListingKeepsTheKeysInOrder) {
   const std::string text = DumpJson(ListingJson(listing));
   EXPECT_EQ(text.find('\n'), std::string::npos);
   EXPECT_EQ(
-      text.rfind("[{\"target\":\"iqn.2026-11.test:a\",\"address\":\"127.0.0.1\",\"port\":3260,"
-                 "\"tpgt\":1,\"luns\":[{\"lun\":0,\"type\":\"STORAGE_ARRAY_CONTROLLER\",",
-                 0),
+      text.rfind(
+          "[{\"target\":\"iqn.2026-11.test:a\",\"portal\":{\"address\":\"127.0.0.1\","
+          "\"port\":3260,\"tpgt\":1},\"luns\":[{\"lun\":0,\"type\":\"STORAGE_ARRAY_CONTROLLER\",",
+          0),
       0u)
       << text;
   const nlohmann::json d = nlohmann::json::parse(text);
@@ -58,9 +59,7 @@ TEST(CliJson, ListingKeepsTheKeysInOrder) {
   EXPECT_EQ(disk["unmap"], true);
   EXPECT_EQ(disk["serial"], "beaf11");
   EXPECT_EQ(disk["id"], "naa.60000000000000000e00000000010001");
-  EXPECT_EQ(d[1]["address"], "::1");
-  EXPECT_EQ(d[1]["port"], 3261);
-  EXPECT_EQ(d[1]["tpgt"], 2);
+  EXPECT_EQ(d[1]["portal"], nlohmann::json::parse(R"({"address":"::1","port":3261,"tpgt":2})"));
   EXPECT_FALSE(d[1].contains("luns"));
   EXPECT_NE(d[1]["error"].get<std::string>().find("CHAP rejected"), std::string::npos);
 }

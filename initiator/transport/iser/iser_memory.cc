@@ -357,8 +357,9 @@ bool IserMemory::Expose(Task* task, uint32_t sent, uint32_t* stag, uint64_t* va,
     // target), and a target may answer GOOD without writing all it claims: zeroed first, what
     // it did not place reads as zeroes, never another command's bytes. The pass costs 512 KiB
     // reads about a quarter of their throughput on the transport alone, so a caller whose
-    // buffer holds only its own bytes of this LUN (the bench) may waive it. Zeroed once
-    // registered (the STag is not advertised before the command leaves), so that a command
+    // buffer holds only its own bytes of this LUN may waive it (Task::keeps_unplaced_bytes: the
+    // bench, and the FUSE file's per-thread buffer after successful reads of the same LUN). Zeroed
+    // once registered (the STag is not advertised before the command leaves), so that a command
     // waiting for locked memory is not zeroed again at each attempt.
     e.io_mr = ibv_reg_mr(pd_, task->buffer + sent, length, static_cast<int>(access));
     if (e.io_mr != nullptr) {

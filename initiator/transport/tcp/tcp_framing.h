@@ -52,6 +52,7 @@ class TcpFramedDatamover : public Datamover {
   Status Connect(const Portal& portal, Deadline deadline) override;
   // "TCP 127.0.0.1:3260 (io_uring)": the portal and which datamover moves its bytes.
   std::string Describe() const override;
+  std::string Mechanism() const override { return mover_; }
   Status SendPdu(const Bhs& bhs, std::span<const uint8_t> data, Deadline deadline) override;
   Status ReceivePdu(Bhs* bhs, std::vector<uint8_t>* data, Deadline deadline) override;
   Status EnterFullFeature(const ConnectionParams& params) override;
