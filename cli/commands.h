@@ -27,10 +27,11 @@ void AddLogoutCommand(CLI::App& app, GlobalOptions& g);
 // SendTargets at the URL's portal (TCP unless the options ask for iSER).
 Result<std::vector<DiscoveredTarget>> Discover(const IscsiUrl& portal_url, const ConnectOptions& c);
 
-// The session daemon's tree: where it is, and how a daemon a login starts serves it.
+// The session daemon's tree: where it is, and how a login wants its target served (the
+// process options apply when the login starts the daemon, and must match a running one's).
 struct TreeLoginOptions {
   std::string mountpoint;  // empty: sessions::DefaultTreeRoot()
-  fuse::SessionDaemonOptions daemon;
+  sessions::ServeOptions serve;
 };
 
 // The options of the session daemon's tree (--mountpoint, --read-only, ...), for login and

@@ -20,20 +20,25 @@ int LoginOne(const IscsiUrl& url, const ConnectOptions& options, const TreeLogin
   const std::string what = Bracketed(url.target, url.portal);
   std::printf("Logging in to %s\n", what.c_str());
   std::fflush(stdout);
-  Result<sessions::DaemonLogin> login =
-      sessions::LoginToDaemon(url, options, tree.mountpoint,
-                              [&](const sessions::HolderPaths& paths,
-                                  const sessions::LoginSpec& spec, sessions::ReadyReporter* ready) {
-                                return fuse::ServeSessionDaemon(paths, spec, tree.daemon, ready);
-                              });
+  Result<sessions::DaemonLogin> login = sessions::LoginToDaemon(
+      {url, options, tree.serve}, tree.mountpoint,
+      [](const sessions::HolderPaths& paths, const sessions::LoginSpec& spec,
+         sessions::ReadyReporter* ready) { return fuse::ServeSessionDaemon(paths, spec, ready); });
   if (!login.ok()) {
     std::fprintf(stderr, "iser-connect: could not log in to %s%s: %s\n", what.c_str(),
                  origin.c_str(), login.status().ToString().c_str());
     return ExitCodeFor(login.status());
   }
   if (login->exists) {
-    std::fprintf(stderr, "iser-connect: session exists: already logged in to %s in %s\n",
-                 url.target.c_str(), login->root.c_str());
+    // What this login asked for and the session has differ: say so, and how to get it.
+    std::string differs;
+    if (login->held_read_only && *login->held_read_only != tree.serve.read_only) {
+      differs = *login->held_read_only
+                    ? ", read-only; log out of it first to log in read-write"
+                    : ", read-write; log out of it first to log in read-only (-r)";
+    }
+    std::fprintf(stderr, "iser-connect: session exists: already logged in to %s in %s%s\n",
+                 url.target.c_str(), login->root.c_str(), differs.c_str());
     return exit_code::kSessionExists;
   }
   std::printf("Login to %s successful: %s/%s\n", what.c_str(), login->root.c_str(),
@@ -56,14 +61,17 @@ void AddTreeOptions(CLI::App& cmd, TreeLoginOptions& tree) {
   cmd.add_option("--mountpoint", tree.mountpoint,
                  "the tree's ROOT (default: $XDG_RUNTIME_DIR/iser-connect, /run/iser-connect as "
                  "root); an existing, empty directory when the daemon starts");
-  cmd.add_flag("--page-cache", tree.daemon.page_cache,
-               "use the kernel page cache (default: direct I/O); when the daemon starts");
-  cmd.add_flag("-r,--read-only", tree.daemon.read_only,
-               "serve the tree read-only; when the daemon starts");
-  cmd.add_flag("--allow-other", tree.daemon.allow_other,
-               "let other users open the files; when the daemon starts");
-  cmd.add_option("--threads", tree.daemon.max_threads,
-                 "FUSE worker threads; when the daemon starts")
+  // The tree's own options: given, they must be what a running daemon has (else exit 7).
+  cmd.add_flag_callback(
+      "--page-cache", [&tree] { tree.serve.page_cache = true; },
+      "use the kernel page cache (default: direct I/O); the tree's, set when the daemon starts");
+  cmd.add_flag("-r,--read-only", tree.serve.read_only, "serve this target's files read-only");
+  cmd.add_flag_callback(
+      "--allow-other", [&tree] { tree.serve.allow_other = true; },
+      "let other users open the files; the tree's, set when the daemon starts");
+  cmd.add_option_function<unsigned>(
+         "--threads", [&tree](const unsigned& n) { tree.serve.threads = n; },
+         "FUSE worker threads (default 64); the tree's, set when the daemon starts")
       ->check(CLI::Range(1, 1024));
 }
 

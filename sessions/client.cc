@@ -117,8 +117,10 @@ Status ForEachLiveTree(Fn&& fn) {
 
 }  // namespace
 
-Result<DaemonLogin> LoginToDaemon(IscsiUrl url, ConnectOptions options,
-                                  const std::string& mountpoint, const DaemonMain& daemon_main) {
+Result<DaemonLogin> LoginToDaemon(LoginSpec spec, const std::string& mountpoint,
+                                  const DaemonMain& daemon_main) {
+  IscsiUrl& url = spec.url;
+  ConnectOptions& options = spec.options;
   if (url.target.empty()) {
     return Status::InvalidArgument("the URL names no target: iscsi://HOST[:PORT]/TARGET[/LUN]");
   }
@@ -144,11 +146,14 @@ Result<DaemonLogin> LoginToDaemon(IscsiUrl url, ConnectOptions options,
   const int lock = LockStateDir(paths.state_dir);
   DaemonLogin result{false, paths.root};
   Status st;
-  if (std::optional<std::string> holder = HolderOf(url.target)) {
-    result = DaemonLogin{true, *holder};
+  if (std::optional<HeldSession> held = HolderOf(url.target)) {
+    result = DaemonLogin{true, held->root, std::nullopt};
+    if (held->session.contains("read_only")) {
+      result.held_read_only = held->session["read_only"].get<bool>();
+    }
     if (created) rmdir(paths.root.c_str());
   } else if (Result<int> fd = ConnectControl(paths.socket); fd.ok()) {
-    st = SendMessage(*fd, LoginRequest(url, options));
+    st = SendMessage(*fd, LoginRequest(spec));
     Result<Json> reply =
         st.ok() ? ReceiveMessage(*fd, LoginReplyTimeout(options)) : Result<Json>(st);
     close(*fd);
@@ -156,7 +161,7 @@ Result<DaemonLogin> LoginToDaemon(IscsiUrl url, ConnectOptions options,
     if (st.ok()) result.exists = reply->value("exists", false);
   } else {
     st = CleanStale(paths);
-    if (st.ok()) st = StartDaemon(paths, LoginSpec{url, options}, daemon_main, lock);
+    if (st.ok()) st = StartDaemon(paths, spec, daemon_main, lock);
     if (!st.ok() && created) rmdir(paths.root.c_str());
   }
   if (lock >= 0) close(lock);
@@ -252,12 +257,14 @@ Result<std::vector<LoggedOut>> LogoutOfHolders(const LogoutSelection& which) {
   return done;
 }
 
-std::optional<std::string> HolderOf(const std::string& target) {
+std::optional<HeldSession> HolderOf(const std::string& target) {
   Result<std::vector<Json>> statuses = HolderStatuses();
   if (!statuses.ok()) return std::nullopt;
   for (const Json& reply : *statuses) {
     for (const Json& s : reply.value("sessions", Json::array())) {
-      if (s.value("target", std::string()) == target) return reply.value("root", std::string());
+      if (s.value("target", std::string()) == target) {
+        return HeldSession{reply.value("root", std::string()), s};
+      }
     }
   }
   return std::nullopt;

@@ -32,17 +32,20 @@ using DaemonMain =
 struct DaemonLogin {
   bool exists = false;  // a holder had a session with that target already: nothing was done
   std::string root;     // the tree (or, when exists, the holder's mount point)
+  // When exists: whether the holder serves it read-only, if it said.
+  std::optional<bool> held_read_only;
 };
 
-// Logs in to url's target (every disk LUN, or the URL's LUN) in the tree's daemon, what
-// OpenSession(url, options) does; the daemon's failure comes back as its Status. A target that
-// any holder of this user holds already (the daemon, a whole-portal or single-target mount) is
-// not logged in to again: exists, with that holder's root. The secrets
-// travel over the control socket only. mountpoint: the tree's (empty: DefaultTreeRoot(), created
-// if missing). Starting a daemon forks and runs daemon_main in the child: call from a
+// Logs in to spec.url's target (every disk LUN, or the URL's LUN) in the tree's daemon, what
+// OpenSession(url, options) does, served as spec.serve says; the daemon's failure comes back as
+// its Status (a process option that differs from the running daemon's: InvalidArgument). A
+// target that any holder of this user holds already (the daemon, a whole-portal or single-target
+// mount) is not logged in to again: exists, with that holder's root and how it serves it. The
+// secrets travel over the control socket only. mountpoint: the tree's (empty: DefaultTreeRoot(),
+// created if missing). Starting a daemon forks and runs daemon_main in the child: call from a
 // single-threaded process; the child never returns.
-Result<DaemonLogin> LoginToDaemon(IscsiUrl url, ConnectOptions options,
-                                  const std::string& mountpoint, const DaemonMain& daemon_main);
+Result<DaemonLogin> LoginToDaemon(LoginSpec spec, const std::string& mountpoint,
+                                  const DaemonMain& daemon_main);
 
 // Logout, session and rescan first check the state directory as login does (CheckStateDir): one
 // that is not this user's alone is an InvalidArgument error, none at all means no tree runs.
@@ -68,8 +71,13 @@ Result<std::vector<LoggedOut>> LogoutOfHolders(const LogoutSelection& which);
 
 // The status reply (control.h) of every live tree process.
 Result<std::vector<Json>> HolderStatuses();
-// The root of a live holder that has a session with target (the first found), if any.
-std::optional<std::string> HolderOf(const std::string& target);
+// A live holder's session with a target: its root, and its entry in the status reply.
+struct HeldSession {
+  std::string root;
+  Json session;
+};
+// The first live holder found that has a session with target, if any.
+std::optional<HeldSession> HolderOf(const std::string& target);
 // The rescan reply of every live tree process, with "root" added.
 Result<std::vector<Json>> RescanHolders();
 

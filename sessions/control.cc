@@ -153,7 +153,9 @@ Status StatusOfReply(const Json& reply) {
   return Status(static_cast<StatusCode>(code), reply.value("message", std::string()));
 }
 
-Json LoginRequest(const IscsiUrl& url, const ConnectOptions& options) {
+Json LoginRequest(const LoginSpec& spec) {
+  const IscsiUrl& url = spec.url;
+  const ConnectOptions& options = spec.options;
   Json u = {{"transport", TransportName(url.transport)},
             {"portal", PortalJson(url.portal)},
             {"target", url.target},
@@ -186,10 +188,15 @@ Json LoginRequest(const IscsiUrl& url, const ConnectOptions& options) {
     o["replacement_timeout_ms"] = Millis(*options.replacement_timeout);
   }
   if (options.command_timeout) o["command_timeout_ms"] = Millis(*options.command_timeout);
-  return {{"op", "login"}, {"url", u}, {"options", o}};
+
+  Json s = {{"read_only", spec.serve.read_only}};
+  if (spec.serve.page_cache) s["page_cache"] = *spec.serve.page_cache;
+  if (spec.serve.allow_other) s["allow_other"] = *spec.serve.allow_other;
+  if (spec.serve.threads) s["threads"] = *spec.serve.threads;
+  return {{"op", "login"}, {"url", u}, {"options", o}, {"serve", s}};
 }
 
-Status ParseLoginRequest(const Json& request, IscsiUrl* url, ConnectOptions* options) {
+Status ParseLoginRequest(const Json& request, LoginSpec* spec) {
   using std::chrono::milliseconds;
   try {
     const Json& u = request.at("url");
@@ -232,8 +239,15 @@ Status ParseLoginRequest(const Json& request, IscsiUrl* url, ConnectOptions* opt
     if (o.contains("command_timeout_ms")) {
       c.command_timeout = milliseconds(o.at("command_timeout_ms").get<int64_t>());
     }
-    *url = std::move(out);
-    *options = std::move(c);
+    const Json& s = request.at("serve");
+    ServeOptions serve;
+    serve.read_only = s.at("read_only").get<bool>();
+    if (s.contains("page_cache")) serve.page_cache = s.at("page_cache").get<bool>();
+    if (s.contains("allow_other")) serve.allow_other = s.at("allow_other").get<bool>();
+    if (s.contains("threads")) serve.threads = s.at("threads").get<unsigned>();
+    spec->url = std::move(out);
+    spec->options = std::move(c);
+    spec->serve = serve;
   } catch (const Json::exception&) {
     // The exception's text could quote a secret: it is not passed on.
     return Status::InvalidArgument("malformed login request");

@@ -21,6 +21,7 @@
 #include <nlohmann/json.hpp>
 
 #include <chrono>
+#include <optional>
 #include <string>
 
 #include "discovery/connect.h"
@@ -32,10 +33,22 @@ namespace iser::sessions {
 
 using Json = nlohmann::ordered_json;
 
-// One login: what OpenSession takes.
+// How a login's target is to be served, as far as the command said. read_only is the target's
+// own. The others belong to the process serving the tree (set when it starts, from its first
+// login): a login that gives one different from the holder's is refused (InvalidArgument, naming
+// it), never dropped.
+struct ServeOptions {
+  bool read_only = false;
+  std::optional<bool> page_cache;
+  std::optional<bool> allow_other;
+  std::optional<unsigned> threads;
+};
+
+// One login: what OpenSession takes, and how to serve the target.
 struct LoginSpec {
   IscsiUrl url;
   ConnectOptions options;
+  ServeOptions serve;
 };
 
 // Connects to a tree's socket: ConnectionFailed "not running" when nobody listens there (no
@@ -54,8 +67,8 @@ Status StatusOfReply(const Json& reply);
 
 // The login request, secrets included; the URL's credentials should be resolved already
 // (ResolveCredentials), since the server's environment is not the caller's.
-Json LoginRequest(const IscsiUrl& url, const ConnectOptions& options);
-Status ParseLoginRequest(const Json& request, IscsiUrl* url, ConnectOptions* options);
+Json LoginRequest(const LoginSpec& spec);
+Status ParseLoginRequest(const Json& request, LoginSpec* spec);
 
 // Binds and listens on paths.socket (mode 0600), replacing a stale socket file.
 Result<int> ListenControl(const HolderPaths& paths);

@@ -55,7 +55,7 @@ Json PortalJson(const Portal& portal, std::optional<uint16_t> tpgt) {
 }  // namespace
 
 Json SessionStatus(Session& session, const std::string& target,
-                   const std::vector<std::string>& files) {
+                   const std::vector<std::string>& files, bool read_only) {
   const SessionStats s = session.stats();
   const NegotiatedParams& p = session.params();
   return {{"target", target},
@@ -65,6 +65,7 @@ Json SessionStatus(Session& session, const std::string& target,
           {"transport", p.rdma_extensions ? "iser" : "tcp"},
           {"datamover", s.datamover},
           {"state", SessionStateName(s.state)},
+          {"read_only", read_only},
           {"recoveries", s.recoveries},
           {"replayed_tasks", s.replayed_tasks},
           {"retried_commands", s.retried_commands},
@@ -159,7 +160,7 @@ bool HolderServer::Handle(int fd) {
   Json reply;
   if (op == "login") {
     LoginSpec spec;
-    Status st = ParseLoginRequest(*request, &spec.url, &spec.options);
+    Status st = ParseLoginRequest(*request, &spec);
     bool exists = false;
     if (st.ok()) st = holder_->Login(spec, &exists);
     if (st.ok()) ids_.For(spec.url.target);

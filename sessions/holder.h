@@ -47,9 +47,10 @@ class Holder {
 };
 
 // One session as a status reply lists it: target, portal, connection, transport, datamover,
-// state, counters, files (absolute paths) and negotiated parameters.
+// state, whether its files are read-only, counters, files (absolute paths) and negotiated
+// parameters.
 Json SessionStatus(Session& session, const std::string& target,
-                   const std::vector<std::string>& files);
+                   const std::vector<std::string>& files, bool read_only);
 
 class HolderServer {
  public:

@@ -87,7 +87,7 @@ void ReplyStatus(fuse_req_t req, const Status& st) {
 }
 
 bool LunFileWritable(const LunFile& f, const FileSystemConfig& config) {
-  return !config.read_only && !f.device->info().read_only;
+  return !config.read_only && !f.read_only && !f.device->info().read_only;
 }
 
 void FillLunFileAttr(const LunFile& f, const FileSystemConfig& config, uint64_t ino,

@@ -35,6 +35,8 @@ struct CachedLun {
 struct LunFile {
   std::string name;  // "lun<N>"
   std::unique_ptr<BlockDevice> device;
+  // Served read-only whatever the LUN allows: its target was logged in to read-only (login -r).
+  bool read_only = false;
   std::unique_ptr<CachedLun> cached = std::make_unique<CachedLun>();
 };
 

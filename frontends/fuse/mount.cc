@@ -42,10 +42,11 @@ std::string FsName(const IscsiUrl& url) {
 class MountHolder : public sessions::Holder {
  public:
   MountHolder(Session& session, std::string target, std::vector<std::string> files,
-              fuse_session* se)
+              bool read_only, fuse_session* se)
       : session_(session),
         target_(std::move(target)),
         files_(std::move(files)),
+        read_only_(read_only),
         se_(se),
         main_thread_(pthread_self()) {}
 
@@ -67,7 +68,8 @@ class MountHolder : public sessions::Holder {
     return reply;
   }
   sessions::Json Sessions() override {
-    return sessions::Json::array({sessions::SessionStatus(session_, target_, files_)});
+    return sessions::Json::array(
+        {sessions::SessionStatus(session_, target_, files_, read_only_)});
   }
   // The LUNs of a single-target mount are the ones it was mounted with (SizeWatch follows their
   // sizes): a rescan has nothing to add.
@@ -86,6 +88,7 @@ class MountHolder : public sessions::Holder {
   Session& session_;
   const std::string target_;
   const std::vector<std::string> files_;
+  const bool read_only_;
   fuse_session* const se_;
   const pthread_t main_thread_;
 };
@@ -137,7 +140,7 @@ Status Serve(const MountOptions& o, const std::string& mountpoint, ReadyReporter
   if (guard) guard->Arm();
   std::vector<std::string> names;
   for (const LunFile& f : fs.files()) names.push_back(mountpoint + "/" + f.name);
-  MountHolder holder(**session, o.url.target, std::move(names), se);
+  MountHolder holder(**session, o.url.target, std::move(names), read_only, se);
   const sessions::HolderPaths paths = PathsForRoot(mountpoint);
   sessions::HolderServer registration(paths, "mount");
   Status result = registration.Register();
@@ -178,7 +181,7 @@ Status ServePortal(const MountOptions& o, const std::string& mountpoint, ReadyRe
              o.fuse_debug};
   so.max_threads = o.max_threads;
   so.pidfile = o.pidfile;
-  so.portal = LoginSpec{o.url, o.connect};
+  so.portal = LoginSpec{o.url, o.connect, {.read_only = o.read_only}};
   return ServeTree(so, {}, ready);
 }
 

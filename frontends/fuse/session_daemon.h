@@ -10,17 +10,14 @@
 
 namespace iser::fuse {
 
-// How a session daemon serves its tree (a running daemon keeps its own).
-struct SessionDaemonOptions {
-  bool page_cache = false;
-  bool read_only = false;
-  bool allow_other = false;
-  unsigned max_threads = 64;
-};
+// FUSE worker threads of a session daemon whose first login named none.
+inline constexpr unsigned kDefaultSessionDaemonThreads = 64;
 
-// Serves the tree on paths.root with options, logged in to spec first (ServeTree). Runs in the
-// daemon's process (sessions::LoginToDaemon's child) and returns when the daemon ends.
+// Serves the tree on paths.root, logged in to spec first (ServeTree); spec.serve's process
+// options (page cache, allow_other, threads) become the tree's, which later logins must not
+// contradict (sessions::ServeOptions). Runs in the daemon's process (sessions::LoginToDaemon's
+// child) and returns when the daemon ends.
 Status ServeSessionDaemon(const sessions::HolderPaths& paths, const sessions::LoginSpec& spec,
-                          const SessionDaemonOptions& options, sessions::ReadyReporter* ready);
+                          sessions::ReadyReporter* ready);
 
 }  // namespace iser::fuse

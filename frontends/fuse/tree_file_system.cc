@@ -17,6 +17,7 @@ struct TreeFileSystem::Node {
   uint64_t dir_ino = 0;
   std::shared_ptr<Session> session;
   bool all_luns = true;
+  bool read_only = false;
   // Each file with its inode, in LUN order. Guarded by the TreeFileSystem's mu_: LUNs come and
   // go while the target is in the tree. A request holds its file's shared_ptr (InodeRef), so a
   // LUN removed meanwhile lives until that request ends.
@@ -81,6 +82,7 @@ Status TreeFileSystem::Add(TreeTarget target) {
   node->name = target.name;
   node->session = std::move(target.session);
   node->all_luns = target.all_luns;
+  node->read_only = target.read_only;
   MutexLock lock(&mu_);
   if (by_name_.count(node->name)) {
     return Status::InvalidArgument("target " + node->name + " is in the tree already");
@@ -88,6 +90,7 @@ Status TreeFileSystem::Add(TreeTarget target) {
   node->dir_ino = next_ino_++;
   by_ino_[node->dir_ino] = InodeRef{node, nullptr};
   for (LunFile& f : target.files) {
+    f.read_only = target.read_only;
     auto file = std::make_shared<const LunFile>(std::move(f));
     const uint64_t ino = next_ino_++;
     node->files.emplace_back(ino, file);
@@ -116,6 +119,7 @@ Status TreeFileSystem::AddLun(const std::string& target, LunFile file) {
     return Status::InvalidArgument(target + "/" + file.name + " is in the tree already");
   }
   const uint64_t lun = file.device->info().lun;
+  file.read_only = node.read_only;
   auto added = std::make_shared<const LunFile>(std::move(file));
   const uint64_t ino = next_ino_++;
   auto pos = std::find_if(node.files.begin(), node.files.end(),
@@ -190,7 +194,7 @@ std::vector<TreeTargetView> TreeFileSystem::Targets() const {
   MutexLock lock(&mu_);
   std::vector<TreeTargetView> out;
   for (const auto& [name, node] : by_name_) {
-    TreeTargetView v{name, node->session, {}, {}, node->all_luns};
+    TreeTargetView v{name, node->session, {}, {}, node->all_luns, node->read_only};
     for (const auto& [ino, f] : node->files) {
       v.files.push_back(name + "/" + f->name);
       v.luns.push_back(f);

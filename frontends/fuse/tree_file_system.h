@@ -48,6 +48,8 @@ struct TreeTarget {
   // Every disk LUN of the target (the login's URL named none), so LUNs come and go with the
   // target's; false: only the URL's LUN, whose size alone is followed.
   bool all_luns = true;
+  // Every file of the target, those a LUN rescan adds included, is read-only (LunFile).
+  bool read_only = false;
 };
 
 // A target as `session` and the LUN rescan see it.
@@ -57,6 +59,7 @@ struct TreeTargetView {
   std::vector<std::string> files;                    // "<iqn>/lun<N>", relative to the root
   std::vector<std::shared_ptr<const LunFile>> luns;  // the same files, in LUN order
   bool all_luns = true;
+  bool read_only = false;
 };
 
 class TreeFileSystem {

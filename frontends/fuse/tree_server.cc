@@ -49,7 +49,8 @@ class TreeServer : public Holder {
 
   Status Serve(const std::vector<LoginSpec>& initial, ReadyReporter* ready);
 
-  // Holder: the control thread's requests.
+  // Holder: the control thread's requests. A login whose process options differ from this
+  // tree's is refused (CheckServeOptions).
   Status Login(const LoginSpec& spec, bool* exists) override;
   Json Logout(const Json& request, bool* last) override;
   Json Sessions() override;
@@ -60,6 +61,7 @@ class TreeServer : public Holder {
   void End() override;
 
  private:
+  Status CheckServeOptions(const ServeOptions& serve) const;
   Result<std::vector<DiscoveredTarget>> DiscoverPortal();
   struct ScanResult {
     Status status;  // of the discovery
@@ -115,9 +117,35 @@ class TreeServer : public Holder {
 // attention a command got shows in the tree within about this long.
 constexpr std::chrono::seconds kLunWatchInterval{1};
 
+Status TreeServer::CheckServeOptions(const ServeOptions& serve) const {
+  const std::string tree = "the tree " + o_.paths.root;
+  const std::string fix = ": that is the whole tree's, set when its process starts; log out of "
+                          "every target of it first (logout --all), or use another --mountpoint";
+  auto on_off = [](bool on) { return on ? "on" : "off"; };
+  if (serve.page_cache && *serve.page_cache != o_.fs.page_cache) {
+    return Status::InvalidArgument(tree + " runs with the page cache " + on_off(o_.fs.page_cache) +
+                                   ", this login asks for it " + on_off(*serve.page_cache) + fix);
+  }
+  if (serve.allow_other && *serve.allow_other != o_.fuse.allow_other) {
+    return Status::InvalidArgument(tree + " runs with allow_other " + on_off(o_.fuse.allow_other) +
+                                   ", this login asks for it " + on_off(*serve.allow_other) + fix);
+  }
+  if (serve.threads && *serve.threads != o_.max_threads) {
+    return Status::InvalidArgument(tree + " runs " + std::to_string(o_.max_threads) +
+                                   " FUSE threads, this login asks for " +
+                                   std::to_string(*serve.threads) + fix);
+  }
+  if (o_.fs.read_only && !serve.read_only) {
+    return Status::InvalidArgument(tree + " is read-only as a whole (mounted -o ro): log in with "
+                                   "-r, or mount the target elsewhere");
+  }
+  return Status::OK();
+}
+
 Status TreeServer::Login(const LoginSpec& spec, bool* exists) {
   *exists = fs_.Contains(spec.url.target);
   if (*exists) return Status::OK();
+  ISER_RETURN_IF_ERROR(CheckServeOptions(spec.serve));
   Result<std::shared_ptr<Session>> session = OpenSession(spec.url, spec.options);
   if (!session.ok()) return session.status();
   Result<std::vector<LunFile>> files = OpenLunFiles(*session, spec.url.lun);
@@ -129,7 +157,8 @@ Status TreeServer::Login(const LoginSpec& spec, bool* exists) {
   // A login request (control thread) and a whole-portal mount's rescan (watch thread) may log in
   // to one target at once: the second is refused here and logs out again.
   const Status added =
-      fs_.Add({spec.url.target, *session, std::move(files.value()), !spec.url.lun.has_value()});
+      fs_.Add({spec.url.target, *session, std::move(files.value()), !spec.url.lun.has_value(),
+               spec.serve.read_only || o_.fs.read_only});
   if (!added.ok()) {
     (*session)->Close().IgnoreError();
     *exists = fs_.Contains(spec.url.target);
@@ -330,7 +359,7 @@ Json TreeServer::Sessions() {
   for (const TreeTargetView& t : fs_.Targets()) {
     std::vector<std::string> files;
     for (const std::string& f : t.files) files.push_back(o_.paths.root + "/" + f);
-    sessions.push_back(SessionStatus(*t.session, t.name, files));
+    sessions.push_back(SessionStatus(*t.session, t.name, files, t.read_only));
   }
   return sessions;
 }
@@ -502,20 +531,19 @@ Status ServeTree(const TreeServerOptions& options, const std::vector<LoginSpec>&
   return server.Serve(initial, ready);
 }
 
-Status ServeSessionDaemon(const HolderPaths& paths, const LoginSpec& spec,
-                          const SessionDaemonOptions& options, ReadyReporter* ready) {
+Status ServeSessionDaemon(const HolderPaths& paths, const LoginSpec& spec, ReadyReporter* ready) {
   Result<std::string> checked = CheckMountPoint(paths.root);
   if (!checked.ok()) return checked.status();
+  // The first login sets what is the whole tree's; read-only is each target's own, so the tree
+  // is never mounted read-only as a whole.
   TreeServerOptions so;
   so.paths = paths;
-  so.fs.page_cache = options.page_cache;
-  so.fs.read_only = options.read_only;
+  so.fs.page_cache = spec.serve.page_cache.value_or(false);
   so.fs.uid = getuid();
   so.fs.gid = getgid();
   so.fuse.fsname = "iser-connect:sessions";
-  so.fuse.allow_other = options.allow_other;
-  so.fuse.read_only = options.read_only;
-  so.max_threads = options.max_threads;
+  so.fuse.allow_other = spec.serve.allow_other.value_or(false);
+  so.max_threads = spec.serve.threads.value_or(kDefaultSessionDaemonThreads);
   return ServeTree(so, {spec}, ready);
 }
 

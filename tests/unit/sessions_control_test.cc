@@ -33,16 +33,20 @@ TEST(FuseControl, LoginRequestKeepsEveryField) {
   // Through a real socket pair, as the daemon receives it.
   int fds[2];
   ASSERT_EQ(socketpair(AF_UNIX, SOCK_STREAM, 0, fds), 0);
-  ASSERT_TRUE(SendMessage(fds[0], LoginRequest(*url, c)).ok());
+  ServeOptions serve;
+  serve.read_only = true;
+  serve.threads = 7;
+  ASSERT_TRUE(SendMessage(fds[0], LoginRequest({*url, c, serve})).ok());
   Result<Json> got = ReceiveMessage(fds[1], std::chrono::seconds(5));
   close(fds[0]);
   close(fds[1]);
   ASSERT_TRUE(got.ok()) << got.status().ToString();
   EXPECT_EQ((*got)["op"], "login");
 
-  IscsiUrl u;
-  ConnectOptions o;
-  ASSERT_TRUE(ParseLoginRequest(*got, &u, &o).ok());
+  LoginSpec spec;
+  ASSERT_TRUE(ParseLoginRequest(*got, &spec).ok());
+  const IscsiUrl& u = spec.url;
+  const ConnectOptions& o = spec.options;
   EXPECT_EQ(u.transport, TransportKind::kIser);
   EXPECT_EQ(u.portal, (Portal{"::1", 3261}));
   EXPECT_EQ(u.target, "iqn.2026-11.test:disk");
@@ -65,16 +69,19 @@ TEST(FuseControl, LoginRequestKeepsEveryField) {
   EXPECT_EQ(o.login_timeout, c.login_timeout);
   EXPECT_EQ(o.replacement_timeout, std::nullopt);
   EXPECT_EQ(o.command_timeout, c.command_timeout);
+  EXPECT_TRUE(spec.serve.read_only);
+  EXPECT_EQ(spec.serve.threads, 7u);
+  EXPECT_EQ(spec.serve.page_cache, std::nullopt) << "not given stays not given";
+  EXPECT_EQ(spec.serve.allow_other, std::nullopt);
 }
 
 TEST(FuseControl, MalformedLoginRequestDoesNotQuoteTheSecret) {
-  Json request = LoginRequest(IscsiUrl{}, ConnectOptions{});
+  Json request = LoginRequest(LoginSpec{});
   request["url"]["password"] = "hunter2-secret";
   request["url"]["port_is_missing"] = true;
   request["url"]["portal"].erase("port");
-  IscsiUrl u;
-  ConnectOptions o;
-  const Status st = ParseLoginRequest(request, &u, &o);
+  LoginSpec spec;
+  const Status st = ParseLoginRequest(request, &spec);
   EXPECT_EQ(st.code(), StatusCode::kInvalidArgument);
   EXPECT_EQ(st.ToString().find("hunter2"), std::string::npos) << st.ToString();
 }
