@@ -99,8 +99,15 @@ void RemoveFreeSessionIds(const std::string& state_dir) {
     const std::string path = state_dir + "/" + name;
     const int fd = open(path.c_str(), O_RDWR | O_CLOEXEC | O_NOFOLLOW);
     if (fd < 0) continue;
-    // Taken as a claim is, and removed while locked (SessionIds::Give).
-    if (flock(fd, LOCK_EX | LOCK_NB) == 0) unlink(path.c_str());
+    // Taken as a claim is, and removed while locked (SessionIds::Give); only if the name still
+    // leads to the file locked: its holder may have given it back and another claimed the
+    // number afresh between the open and the lock.
+    struct stat held, named;
+    if (flock(fd, LOCK_EX | LOCK_NB) == 0 && fstat(fd, &held) == 0 &&
+        stat(path.c_str(), &named) == 0 && held.st_ino == named.st_ino &&
+        held.st_dev == named.st_dev) {
+      unlink(path.c_str());
+    }
     close(fd);
   }
   closedir(dir);

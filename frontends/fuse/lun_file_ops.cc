@@ -126,9 +126,13 @@ void LunFileOpen(fuse_req_t req, const LunFile& f, const FileSystemConfig& confi
   }
   // A target may resize a LUN without a unit attention (tgtd deletes and creates it again): the
   // one READ CAPACITY an open costs gives every program that opens the file the size now.
+  const uint64_t size_before = f.device->size_bytes();
   Result<uint64_t> size = f.device->RefreshSize();
   if (size.status().code() == StatusCode::kNotSupported) return ReplyStatus(req, size.status());
   if (!size.ok()) Log(LogLevel::kWarning, "open of " + f.name + ": " + size.status().ToString());
+  // Another size may be another LUN (the read buffer's waiver ends; KeepCachedPages counts its
+  // own checks).
+  if (!config.page_cache && size.ok() && *size != size_before) f.cached->changes.fetch_add(1);
   fi->direct_io = !config.page_cache;
   if (config.page_cache) {
     // The kernel drops the file's cached pages at this open unless told to keep them. A LUN
@@ -153,9 +157,10 @@ void LunFileRead(fuse_req_t req, const LunFile& f, size_t size, off_t off) {
   // One buffer per worker thread, reused: requests are up to 1 MiB. It serves every file, so a
   // read may leave in it what a target did not place only where it holds nothing but this LUN's
   // bytes (or zeroes): another LUN's must never reach this file's reader, nor the bytes of a LUN
-  // the target deleted and created again under the number since (a unit attention, or a check of
-  // its identity and size, says so: a LUN created again with the same identity and size and no
-  // unit attention cannot be told from the old one).
+  // the target deleted and created again under the number since, as far as anything says so: a
+  // unit attention, another size at an open, or (with --page-cache, which reads it at each open)
+  // another identity. A LUN created again with the same size, without a unit attention, cannot be
+  // told from the old one.
   thread_local std::vector<uint8_t> buf;
   // Its first buf_lun_bytes hold only what reads of the BlockDevice buf_lun placed there while
   // its changes count was buf_changes.

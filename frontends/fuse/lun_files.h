@@ -26,9 +26,9 @@ struct CachedLun {
   bool known ISER_GUARDED_BY(mu) = false;  // false: the one the device opened (its info())
   LunIdentity identity ISER_GUARDED_BY(mu);
   uint64_t size ISER_GUARDED_BY(mu) = 0;
-  // Times a check found another identity or size (KeepCachedPages returned false): with the
-  // session's lun_changes(), what says that bytes read from the file earlier may be another
-  // LUN's (lun_file_ops.cc's read buffer).
+  // Times a check found another identity or size (KeepCachedPages returned false, or an open
+  // without the page cache read another size): with the session's lun_changes(), what says that
+  // bytes read from the file earlier may be another LUN's (lun_file_ops.cc's read buffer).
   std::atomic<uint64_t> changes{0};
 };
 

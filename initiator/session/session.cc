@@ -623,6 +623,8 @@ void Session::HandleNopIn(const Bhs& bhs, std::span<const uint8_t>) {
   UpdateSequence(bhs, false);
   const uint32_t ttt = bhs.u32(bhs::kTtt);
   if (ttt == kReservedTag) return;  // unsolicited, needs no answer (tgt over iSER)
+  // A ping that crossed our Logout Request: nothing more goes on this connection.
+  if (logout_sent_) return;
   Bhs reply;
   reply.set_opcode(Opcode::kNopOut, true);
   reply.set_flags(kFinalBit);

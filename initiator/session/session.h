@@ -5,18 +5,18 @@
 // Submit may be called from any thread; each Task completes exactly once through its
 // on_complete: on the I/O thread; or at once on the submitting thread, inside Submit, when the
 // session cannot take the task (it was closed, or it has been recovering for longer than
-// replacement_timeout); or on the recovery thread (a task that may not be replayed, or that waited
-// past replacement_timeout); or on Close's thread for the tasks still unfinished when Close stops
-// the session. The session keeps the CmdSN window (commands past MaxCmdSN wait, in order, and are
-// never failed for it), the ITT table (1023 commands in flight at most), immediate and
-// unsolicited data per FirstBurstLength, R2T → Data-Out, Data-In with phase-collapsed status,
-// residuals and sense, NOP-In/NOP-Out in both directions with a keepalive timeout, Async
-// Messages, Rejects, Task Management (ABORT TASK and LOGICAL UNIT RESET for a command past
-// command_timeout; a LUN reset holds the LUN's later commands until it is answered, and only the
-// tasks it covered are sent again) and Logout; SCSI outcomes that mean "try again" are retried
-// (scsi_retry.h). However a sent task ends, the datamover retires it (Datamover::Retire) before
-// its ITT is reused or it completes. An underflow residual larger than the transfer length fails
-// the task; Data-In must arrive in order.
+// replacement_timeout); or on the recovery thread (a task that may not be replayed, that waited
+// past replacement_timeout, or that CollectForReplay fails); or on Close's thread for the tasks
+// still unfinished when Close stops the session. The session keeps the CmdSN window (commands past
+// MaxCmdSN wait, in order, and are never failed for it), the ITT table (1023 commands in flight at
+// most), immediate and unsolicited data per FirstBurstLength, R2T → Data-Out, Data-In with
+// phase-collapsed status, residuals and sense, NOP-In/NOP-Out in both directions with a keepalive
+// timeout, Async Messages, Rejects, Task Management (ABORT TASK and LOGICAL UNIT RESET for a
+// command past command_timeout; a LUN reset holds the LUN's later commands until it is answered,
+// and only the tasks it covered are sent again) and Logout; SCSI outcomes that mean "try again" are
+// retried (scsi_retry.h). However a sent task ends, the datamover retires it (Datamover::Retire)
+// before its ITT is reused or it completes. An underflow residual larger than the transfer length
+// fails the task; Data-In must arrive in order.
 //
 // Recovery at ErrorRecoveryLevel 0 (docs/recovery.md): when the connection is lost, whatever the
 // cause, the recovery thread shuts it down (so an iSER connection's STags are revoked before any
@@ -202,8 +202,9 @@ class Session final : private DatamoverEvents {
   // Takes every unfinished task, in the order it was first sent, into pending_; fails those
   // that may not be sent twice, and those past command_timeout since first sent or replayed too
   // often when the lost connection completed nothing (progress false) or they were in their
-  // escalation (an ABORT TASK, or a LUN reset covering them, under way). Returns how many will
-  // be replayed.
+  // escalation (an ABORT TASK, or a LUN reset covering them, under way), and, whatever progress
+  // says, those in flight at their 8th connection loss (Task::losses_in_flight). Returns how
+  // many will be replayed.
   uint64_t CollectForReplay(const std::string& cause, bool progress);
   // Commands in flight, waiting, or submitted: a loss with any of them is not an idle one.
   bool Outstanding() const;

@@ -82,9 +82,9 @@ bool Session::RoomForTaskManagement() const {
 }
 
 void Session::StartLunReset(uint64_t lun) {
-  // After the Logout Request no new request goes on the closing connection, and nothing of ours is
-  // left to reset: the logout waited for every command to end. A refused ABORT TASK answered late
-  // gets here then.
+  // After the Logout Request no new request goes on the closing connection (a refused ABORT
+  // TASK answered late gets here then). Commands still outstanding, where the target asked for
+  // the logout and its deadline passed, are replayed on the next connection.
   if (logout_sent_) return;
   const bool sent = std::any_of(tmfs_.begin(), tmfs_.end(), [&](const TaskManagement& m) {
     return m.function == kLogicalUnitReset && m.lun == lun;

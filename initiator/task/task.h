@@ -67,8 +67,9 @@ struct Task {
   uint32_t unsolicited_bytes = 0;  // write bytes sent as unsolicited Data-Out (after immediate)
   uint8_t retries = 0;             // SCSI-level retries so far (BUSY, UNIT ATTENTION, ...)
   uint8_t aborts = 0;              // times aborted after command_timeout and sent again
-  // Connections lost in a row while it was in flight (posted to the target), across replays,
+  // Connections lost while it was in flight (posted to the target) since Submit, across replays,
   // SCSI retries and aborts alike: none of those says the target can keep a connection with it.
+  // A loss while it waited (for a retry's back-off, or to be sent) neither adds nor resets.
   uint8_t losses_in_flight = 0;
   Task* next = nullptr;  // intrusive queue link
 
