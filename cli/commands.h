@@ -23,6 +23,7 @@ void AddNodeCommand(CLI::App& app, GlobalOptions& g);
 void AddLoginCommand(CLI::App& app, GlobalOptions& g);
 void AddSessionCommand(CLI::App& app, GlobalOptions& g);
 void AddLogoutCommand(CLI::App& app, GlobalOptions& g);
+void AddInameCommand(CLI::App& app, GlobalOptions& g);
 
 // SendTargets at the URL's portal (TCP unless the options ask for iSER).
 Result<std::vector<DiscoveredTarget>> Discover(const IscsiUrl& portal_url, const ConnectOptions& c);

@@ -83,6 +83,7 @@ std::vector<NodeRecord> RecordsToLogIn(const NodeStore& store, const IscsiUrl& u
 void AddDiscoverCommand(CLI::App& app, GlobalOptions& g) {
   struct Args {
     std::string portal;
+    std::string type;
     bool json = false;
     std::vector<std::string> ops;
     bool login = false;
@@ -93,6 +94,9 @@ void AddDiscoverCommand(CLI::App& app, GlobalOptions& g) {
   AddGlobalOptions(*cmd, g);
   cmd->add_option("-p,--portal", args->portal, "portal HOST[:PORT] or iscsi:// URL")->required();
   cmd->add_flag("--json", args->json, "print JSON");
+  // iscsiadm's -t: SendTargets is the one discovery there is here.
+  cmd->add_option("-t,--type", args->type, "the discovery type: st (sendtargets), the only one")
+      ->check(CLI::IsMember({"st", "sendtargets"}));
   cmd->add_option("-o,--op", args->ops,
                   "record what is found (repeatable): new adds records for new targets, old "
                   "refreshes existing ones, delete removes those this portal no longer reports; "

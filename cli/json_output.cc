@@ -36,6 +36,7 @@ Json LunJson(const LunInfo& l) {
     lun["thin"] = l.thin;
     lun["lbprz"] = l.unmapped_reads_zero;
     lun["unmap"] = l.unmap;
+    lun["write_same_unmap"] = l.write_same_unmap;
     lun["write_cache"] = l.write_cache;
     lun["fua"] = l.fua;
     lun["read_only"] = l.read_only;

@@ -31,7 +31,8 @@ Json DiscoveryJson(const std::vector<DiscoveredTarget>& targets);
 
 // ls --json: [{"target", "portal": PortalJson, then "error" or "luns": [{"lun", "type",
 // "vendor", "product", "revision", "serial", "id", and for disks "size", "logical_block_size",
-// "physical_block_size", "max_transfer", "thin", "lbprz", "unmap", "write_cache", "fua",
+// "physical_block_size", "max_transfer", "thin", "lbprz", "unmap", "write_same_unmap",
+// "write_cache", "fua",
 // "read_only", "rotational"}]}]
 Json ListingJson(const std::vector<TargetListing>& listing);
 

@@ -35,10 +35,12 @@ void PrintText(const std::vector<TargetListing>& listing) {
                   HumanBytes(l.size_bytes).c_str(), static_cast<unsigned long long>(l.size_bytes),
                   l.logical_block_size, l.physical_block_size,
                   HumanBytes(l.max_transfer_bytes).c_str());
-      std::printf("    provisioning %s, UNMAP %s, write cache %s, FUA %s, %s%s\n",
-                  Provisioning(l).c_str(), l.unmap ? "yes" : "no", l.write_cache ? "on" : "off",
-                  l.fua ? "yes" : "no", l.read_only ? "read-only" : "read-write",
-                  l.rotational ? ", rotational" : "");
+      std::printf(
+          "    provisioning %s, UNMAP %s, WRITE SAME with UNMAP %s, write cache %s, FUA %s, "
+          "%s%s\n",
+          Provisioning(l).c_str(), l.unmap ? "yes" : "no", l.write_same_unmap ? "yes" : "no",
+          l.write_cache ? "on" : "off", l.fua ? "yes" : "no",
+          l.read_only ? "read-only" : "read-write", l.rotational ? ", rotational" : "");
       if (!l.serial.empty() || !l.identifier.empty()) {
         std::printf("    serial %s, id %s\n", l.serial.c_str(), l.identifier.c_str());
       }

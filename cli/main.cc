@@ -8,12 +8,14 @@
 
 #include <csignal>
 #include <cstdio>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "cli/commands.h"
 #include "cli/common.h"
+#include "cli/habits.h"
 #include "cli/mount_options.h"
 #include "cli/version.h"
 
@@ -53,11 +55,35 @@ int main(int argc, char** argv) {
   iser::cli::AddSessionCommand(app, g);
   iser::cli::AddLogoutCommand(app, g);
   iser::cli::AddNodeCommand(app, g);
+  iser::cli::AddInameCommand(app, g);
   // Set after the subcommands, which would otherwise inherit it.
   app.footer(
       "As a mount helper (mount -t fuse.iser-connect, fstab; docs/fstab.md):\n"
       "  iser-connect URL MOUNTPOINT [-o OPTIONS]  is  iser-connect mount URL MOUNTPOINT -o "
       "OPTIONS");
+  if (std::optional<std::string> habit = iser::cli::IscsiadmHabit(args)) {
+    std::fprintf(stderr, "iser-connect: %s\n", habit->c_str());
+    return iser::cli::exit_code::kInvalidArgument;
+  }
+  std::vector<CLI::App*> subcommands = app.get_subcommands([](CLI::App*) { return true; });
+  auto named = [&](const std::string& name) -> CLI::App* {
+    for (CLI::App* s : subcommands) {
+      if (s->get_name() == name) return s;
+    }
+    return nullptr;
+  };
+  if (!args.empty() && args[0] == "help") {
+    CLI::App* about = args.size() > 1 ? named(args[1]) : nullptr;
+    std::printf("%s", about ? about->help().c_str() : app.help().c_str());
+    return 0;
+  }
+  if (!args.empty() && !args[0].starts_with("-") && named(args[0]) == nullptr) {
+    std::string names;
+    for (CLI::App* s : subcommands) names += (names.empty() ? "" : ", ") + s->get_name();
+    std::fprintf(stderr, "iser-connect: unknown subcommand '%s'; the subcommands: %s, help\n",
+                 args[0].c_str(), names.c_str());
+    return iser::cli::exit_code::kInvalidArgument;
+  }
   try {
     // CLI11 takes the arguments last to first.
     std::vector<std::string> reversed(args.rbegin(), args.rend());
@@ -65,8 +91,12 @@ int main(int argc, char** argv) {
   } catch (const CLI::RuntimeError& e) {
     return e.get_exit_code();
   } catch (const CLI::ParseError& e) {
-    const int rc = app.exit(e);
-    return rc == 0 ? 0 : iser::cli::exit_code::kInvalidArgument;
+    if (e.get_exit_code() == 0) return app.exit(e);  // --help, --version
+    // Like every other error: one line, the program's prefix, where to look.
+    std::string where = "iser-connect";
+    for (CLI::App* s : app.get_subcommands()) where += " " + s->get_name();
+    std::fprintf(stderr, "iser-connect: %s (%s --help)\n", e.what(), where.c_str());
+    return iser::cli::exit_code::kInvalidArgument;
   }
   return 0;
 }

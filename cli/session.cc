@@ -133,7 +133,15 @@ void AddSessionCommand(CLI::App& app, GlobalOptions& g) {
     } else if (!sessions.empty()) {
       PrintSessions(sessions, args->print_level);
     }
-    if (sessions.empty()) throw CLI::RuntimeError(Fail(Status::NotFound("no active sessions")));
+    if (sessions.empty()) {
+      std::string stale;
+      for (const sessions::HolderState& s : sessions::StaleHolders()) {
+        stale += "; the process that served " + s.root + " (pid " + std::to_string(s.pid) +
+                 ") is gone and left its state behind: the next login to that tree cleans it "
+                 "up, unmounting what it left mounted";
+      }
+      throw CLI::RuntimeError(Fail(Status::NotFound("no active sessions" + stale)));
+    }
   });
 }
 

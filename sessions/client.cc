@@ -280,6 +280,24 @@ Result<std::vector<Json>> HolderStatuses() {
   return out;
 }
 
+std::vector<HolderState> StaleHolders() {
+  std::vector<HolderState> out;
+  const std::string dir = StateDir();
+  if (!CheckStateDir(dir).ok()) return out;
+  for (const std::string& socket : ListHolderSockets(dir)) {
+    Result<int> fd = ConnectControl(socket);
+    if (fd.ok()) {
+      close(*fd);
+      continue;
+    }
+    // tree-<hash>.sock's state is tree-<hash>.state.
+    const std::string state_file = socket.substr(0, socket.size() - 5) + ".state";
+    Result<HolderState> state = ReadHolderState(state_file);
+    if (state.ok() && !HolderProcessAlive(state->pid)) out.push_back(*state);
+  }
+  return out;
+}
+
 Result<std::vector<Json>> RescanHolders() {
   std::vector<Json> out;
   ISER_RETURN_IF_ERROR(ForEachLiveTree([&](int fd, const std::string&) {

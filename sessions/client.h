@@ -78,6 +78,9 @@ struct HeldSession {
 };
 // The first live holder found that has a session with target, if any.
 std::optional<HeldSession> HolderOf(const std::string& target);
+// What holders that are gone left in the state directory (a process killed with SIGKILL): the
+// state of each socket nobody listens on. The next login to that tree cleans it up.
+std::vector<HolderState> StaleHolders();
 // The rescan reply of every live tree process, with "root" added.
 Result<std::vector<Json>> RescanHolders();
 

@@ -74,8 +74,9 @@ class TreeServer : public Holder {
   // The portal's targets now: logs in to the new ones and out of the gone ones (whole-portal
   // mounts); then every target's LUNs and sizes are read again (RescanLuns).
   ScanResult RescanAll();
-  // Discovers again: logs in to the targets the portal added, out of those it dropped.
-  void RescanPortal(ScanResult* r);
+  // Discovers (again): logs in to the targets the portal added, out of those it dropped. what:
+  // "discovery" (the first) or "rescan", for the log.
+  void RescanPortal(ScanResult* r, const std::string& what);
   // One target's LUNs now (REPORT LUNS, unless the login named a LUN): files appear for new
   // disk LUNs and go for the LUNs gone; a LUN that is another one under the same number
   // (SameLun: its identity, or RefreshSize: its block size) gets a new file; every LUN's capacity
@@ -119,8 +120,9 @@ constexpr std::chrono::seconds kLunWatchInterval{1};
 
 Status TreeServer::CheckServeOptions(const ServeOptions& serve) const {
   const std::string tree = "the tree " + o_.paths.root;
-  const std::string fix = ": that is the whole tree's, set when its process starts; log out of "
-                          "every target of it first (logout --all), or use another --mountpoint";
+  const std::string fix =
+      ": that is the whole tree's, set when its process starts; log out of "
+      "every target of it first (logout --all), or use another --mountpoint";
   auto on_off = [](bool on) { return on ? "on" : "off"; };
   if (serve.page_cache && *serve.page_cache != o_.fs.page_cache) {
     return Status::InvalidArgument(tree + " runs with the page cache " + on_off(o_.fs.page_cache) +
@@ -136,7 +138,8 @@ Status TreeServer::CheckServeOptions(const ServeOptions& serve) const {
                                    std::to_string(*serve.threads) + fix);
   }
   if (o_.fs.read_only && !serve.read_only) {
-    return Status::InvalidArgument(tree + " is read-only as a whole (mounted -o ro): log in with "
+    return Status::InvalidArgument(tree +
+                                   " is read-only as a whole (mounted -o ro): log in with "
                                    "-r, or mount the target elsewhere");
   }
   return Status::OK();
@@ -184,7 +187,7 @@ Result<std::vector<DiscoveredTarget>> TreeServer::DiscoverPortal() {
 
 TreeServer::ScanResult TreeServer::RescanAll() {
   ScanResult r;
-  if (o_.portal) RescanPortal(&r);
+  if (o_.portal) RescanPortal(&r, "rescan");
   for (const TreeTargetView& t : fs_.Targets()) {
     // Those just logged in to have their LUNs read already.
     if (std::find(r.added.begin(), r.added.end(), t.name) == r.added.end()) RescanLuns(t, &r);
@@ -294,12 +297,12 @@ void TreeServer::NotifySizes() {
   }
 }
 
-void TreeServer::RescanPortal(ScanResult* out) {
+void TreeServer::RescanPortal(ScanResult* out, const std::string& what) {
   ScanResult& r = *out;
   Result<std::vector<DiscoveredTarget>> found = DiscoverPortal();
   if (!found.ok()) {
     Log(LogLevel::kError,
-        "rescan of " + o_.portal->url.portal.ToString() + ": " + found.status().ToString());
+        what + " of " + o_.portal->url.portal.ToString() + ": " + found.status().ToString());
     r.status = found.status();
     return;
   }
@@ -312,7 +315,7 @@ void TreeServer::RescanPortal(ScanResult* out) {
     bool exists = false;
     const Status st = Login(spec, &exists);
     if (!st.ok()) {
-      Log(LogLevel::kWarning, "rescan: login to " + t.name + ": " + st.ToString());
+      Log(LogLevel::kWarning, what + ": login to " + t.name + ": " + st.ToString());
       r.failed.emplace_back(t.name, st);
     } else if (!exists) {
       r.added.push_back(t.name);
@@ -321,7 +324,7 @@ void TreeServer::RescanPortal(ScanResult* out) {
   for (const std::string& name : fs_.Names()) {
     if (names.count(name)) continue;
     const Status st = fs_.Remove(name);
-    if (!st.ok()) Log(LogLevel::kWarning, "rescan: logout of " + name + ": " + st.ToString());
+    if (!st.ok()) Log(LogLevel::kWarning, what + ": logout of " + name + ": " + st.ToString());
     r.removed.push_back(name);
   }
 }
@@ -343,7 +346,7 @@ Status TreeServer::StartLogins(const std::vector<LoginSpec>& initial) {
   for (const LoginSpec& spec : initial) ISER_RETURN_IF_ERROR(Login(spec, &exists));
   if (!o_.portal) return Status::OK();
   ScanResult scan;
-  RescanPortal(&scan);
+  RescanPortal(&scan, "discovery");
   ISER_RETURN_IF_ERROR(scan.status);
   if (!fs_.Names().empty()) return Status::OK();
   if (scan.failed.empty()) {

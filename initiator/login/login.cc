@@ -66,6 +66,13 @@ class LoginExchange {
                             (req_.target_name.empty() ? "" : " target ") + req_.target_name +
                             " failed in " + StageName(stage_) + ": " + what);
   }
+  // The target's refusal: its status says why, whatever stage the login was in (every login
+  // starts in security negotiation, CHAP or not).
+  Status Refused(StatusCode code, const std::string& what) const {
+    return Status(code, "login to " + dm_.Describe() +
+                            (req_.target_name.empty() ? "" : " target ") + req_.target_name +
+                            " refused: " + what);
+  }
 
   Datamover& dm_;
   const LoginRequestParams& req_;
@@ -154,15 +161,14 @@ Status LoginExchange::Exchange(uint8_t csg, uint8_t nsg, bool transit, const Tex
       return Status::OK();
     }
     if (status_class != 0) {
+      // A target that does not exist (2/3, 2/4) is a fatal login error, as iscsiadm says.
       StatusCode code = StatusCode::kFatalLogin;
       if (status_class == 2 && (status_detail == 1 || status_detail == 2)) {
         code = StatusCode::kAuthFailed;
-      } else if (status_class == 2 && (status_detail == 3 || status_detail == 4)) {
-        code = StatusCode::kNotFound;
       } else if (status_class == 3) {
         code = StatusCode::kLoginFailed;
       }
-      return Fail(code, "target answered " + LoginStatusText(status_class, status_detail));
+      return Refused(code, "target answered " + LoginStatusText(status_class, status_detail));
     }
     continuing = rsp.flags() & kContinueBit;
     if (continuing) continue;

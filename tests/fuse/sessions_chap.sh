@@ -56,6 +56,8 @@ PID=$(sessions_daemon_pid) || fail "no state file names the daemon"
 kill -9 "$PID"
 wait_for 10 exited "$PID" || fail "daemon $PID survived SIGKILL"
 ls "$STATE_DIR"/*.sock >/dev/null || fail "the killed daemon left no socket (nothing to test)"
+expect_exit 21 "no active sessions; the process that served $ROOT \\(pid $PID\\) is gone and left its state behind: the next login to that tree cleans it up" \
+  "$ISER_CONNECT" session
 ic login "$(sessions_url 1)" >"$FUSE_DIR/out" 2>&1 || fail "login after SIGKILL: $(cat "$FUSE_DIR/out")"
 grep -q "cleaning up after a tree process that is gone (pid $PID)" "$FUSE_DIR/out" ||
   fail "no log line about the stale state: $(cat "$FUSE_DIR/out")"

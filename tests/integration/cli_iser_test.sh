@@ -54,7 +54,7 @@ LIBISCSI_CHAP_PASSWORD=alice-secret-1 check "CHAP over iSER" \
 export LIBISCSI_CHAP_PASSWORD=wrong-secret-1
 expect_exit 24 "Authentication failure" "$cli" ls "iser://alice@$portal/$iqn-chap/1?auth=md5"
 unset LIBISCSI_CHAP_PASSWORD
-expect_exit 21 "Not found" "$cli" ls "iser://$portal/iqn.2026-11.nonexistent:x/1"
+expect_exit 19 "refused: target answered Not found" "$cli" ls "iser://$portal/iqn.2026-11.nonexistent:x/1"
 expect_exit 5 "127.0.0.1:3261.*(listener|refused)" "$cli" ls "iser://127.0.0.1:3261/$iqn/1"
 
 # RLIMIT_MEMLOCK too small for our registrations: a clear error naming the limit and the fix.

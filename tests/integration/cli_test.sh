@@ -93,6 +93,21 @@ expect_exit 7 "size '': empty" "$cli" bench "$unused" --size ""
 expect_exit 7 "size '0': must be at least 4.0 KiB" "$cli" bench "$unused" --size 0
 expect_exit 7 "size '1k': must be at least 4.0 KiB" "$cli" bench "$unused" --size 1k
 expect_exit 7 "size '4z': unknown unit" "$cli" bench "$unused" --size 4z
+
+# iscsiadm's habits get the iser-connect command that does it; every parser error has the prefix.
+expect_exit 7 "^iser-connect: unknown subcommand 'frobnicate'; the subcommands: discover, ls, .*help$" "$cli" frobnicate
+expect_exit 7 "^iser-connect: iscsiadm's -m node is a subcommand here: iser-connect login -T IQN" \
+  "$cli" -m node -T "$iqn" -p "$portal" -l
+expect_exit 7 "iser-connect logout -r SID" "$cli" -m session -r 1 -u
+expect_exit 7 "node only edits records: iser-connect login" "$cli" node -T "$iqn" --login
+expect_exit 7 "^iser-connect: .*--qd.* \\(iser-connect bench --help\\)$" "$cli" bench "$unused" --qd nine
+expect_exit 7 "^iser-connect: --type: isns not in" "$cli" discover -t isns -p "$portal"
+expect_exit 0 "^$portal,1 $iqn$" "$cli" discover -t st -p "$portal"
+expect_exit 0 "^$portal,1 $iqn$" "$cli" discover -t sendtargets -p "$portal"
+expect_exit 0 "^Usage: iser-connect \\[OPTIONS\\] SUBCOMMAND" "$cli" help
+expect_exit 0 "^Usage: logout" "$cli" help logout
+expect_exit 0 "^iqn\\.2026-11\\.io\\.iser-connect:" "$cli" iname
+expect_exit 0 "^iqn\\.2026-11\\.test:me$" "$cli" iname -i iqn.2026-11.test:me
 expect_exit 7 "bs '0': must be between 1 B and 64.0 MiB" "$cli" bench "$unused" --bs 0
 expect_exit 7 "bs '128m': must be between" "$cli" bench "$unused" --bs 128m
 expect_exit 7 "bs '-512': not a size" "$cli" bench "$unused" --bs -512
@@ -151,7 +166,7 @@ expect_exit 7 "auth: CHAP algorithm 'md5' is listed twice" \
 expect_exit 24 "requires authentication" "$cli" ls "iscsi://$portal/$iqn-chap/1"
 expect_exit 7 "unknown|argument" "$cli" ls "iscsi://$portal/$iqn/1?bogus=1"
 expect_exit 7 "port" "$cli" ls "iscsi://127.0.0.1:99999/$iqn/1"
-expect_exit 21 "Not found" "$cli" ls "iscsi://$portal/iqn.2026-11.nonexistent:x/1"
+expect_exit 19 "refused: target answered Not found" "$cli" ls "iscsi://$portal/iqn.2026-11.nonexistent:x/1"
 closed=$(tgt_free_port)
 expect_exit 5 "refused" "$cli" discover -p "127.0.0.1:$closed"
 expect_exit 7 "" "$cli" bench "iscsi://$portal/$iqn/1" --rw sideways

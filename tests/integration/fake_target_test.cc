@@ -218,8 +218,9 @@ TEST(FakeTarget, LoginStatusDecoded) {
   FakeTarget target(login, [](FakeTarget&) {});
   Result<std::unique_ptr<Session>> s = Session::Open(OptionsFor(target));
   ASSERT_FALSE(s.ok());
-  EXPECT_EQ(s.status().code(), StatusCode::kNotFound);
+  EXPECT_EQ(s.status().code(), StatusCode::kFatalLogin);
   EXPECT_NE(s.status().message().find("Not found"), std::string::npos) << s.status().ToString();
+  EXPECT_EQ(s.status().message().find("negotiation"), std::string::npos) << s.status().ToString();
   EXPECT_NE(s.status().message().find("0x0203"), std::string::npos) << s.status().ToString();
 }
 
