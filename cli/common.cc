@@ -64,6 +64,11 @@ void AddGlobalOptions(CLI::App& app, GlobalOptions& g, ShortVerbose v) {
                  "file holding the CHAP secret (else $LIBISCSI_CHAP_PASSWORD)");
   app.add_option("--target-password-file", g.target_password_file,
                  "file holding the mutual CHAP secret (else $LIBISCSI_CHAP_TARGET_PASSWORD)");
+  app.add_option("--username", g.username,
+                 "CHAP user where the URL names none (else $LIBISCSI_CHAP_USERNAME)");
+  app.add_option("--target-username", g.target_username,
+                 "mutual CHAP user where the URL names none (else "
+                 "$LIBISCSI_CHAP_TARGET_USERNAME)");
   app.add_option("-I,--transport", g.transport,
                  "tcp or iser (default: from the URL; node: only the records of this transport)")
       ->check(CLI::IsMember({"tcp", "iser"}));
@@ -149,8 +154,12 @@ void SetupLogging(const GlobalOptions& g) {
 Result<ConnectOptions> MakeConnectOptions(const GlobalOptions& g) {
   ConnectOptions c;
   c.initiator_name = g.initiator_name;
+  c.user = g.username;
+  c.target_user = g.target_username;
   c.password_hint = "--password-file FILE";
   c.target_password_hint = "--target-password-file FILE";
+  c.user_hint = "--username USER";
+  c.target_user_hint = "--target-username USER";
   if (g.transport == "tcp") c.transport = TransportKind::kTcp;
   if (g.transport == "iser") c.transport = TransportKind::kIser;
   if (!g.password_file.empty()) {

@@ -40,6 +40,8 @@ struct GlobalOptions {
   std::string log_level = "warning";
   std::string password_file;         // CHAP secret (initiator to target)
   std::string target_password_file;  // mutual CHAP secret
+  std::string username;              // CHAP user where the URL names none
+  std::string target_username;       // mutual CHAP user where the URL names none
   std::string transport;             // "", "tcp" or "iser"
   std::string login_timeout = "15";  // seconds
   std::string config_dir;            // the node record store (discovery/node_store.h; "": default)

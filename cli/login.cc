@@ -75,6 +75,31 @@ void AddTreeOptions(CLI::App& cmd, TreeLoginOptions& tree) {
       ->check(CLI::Range(1, 1024));
 }
 
+// A URL without a target: every target the portal reports, each at the first portal it lists
+// (iscsiadm -m node -p PORTAL -l, without records). 15 only when every one was held already.
+int LoginToPortal(const IscsiUrl& portal_url, const ConnectOptions& options,
+                  const TreeLoginOptions& tree) {
+  Result<std::vector<DiscoveredTarget>> targets = Discover(portal_url, options);
+  if (!targets.ok()) return Fail(targets.status());
+  int rc = exit_code::kOk;
+  size_t existing = 0;
+  for (const DiscoveredTarget& t : *targets) {
+    IscsiUrl url = portal_url;
+    url.target = t.name;
+    url.portal = t.portals.front().portal;
+    const int one = LoginOne(url, options, tree, "");
+    if (one == exit_code::kSessionExists) {
+      ++existing;
+    } else if (one != exit_code::kOk) {
+      rc = one;
+    }
+  }
+  if (rc == exit_code::kOk && existing > 0 && existing == targets->size()) {
+    return exit_code::kSessionExists;
+  }
+  return rc;
+}
+
 int LoginToRecords(const NodeStore& store, const std::vector<NodeRecord>& records,
                    const ConnectOptions& base, const TreeLoginOptions& tree) {
   int rc = exit_code::kOk;
@@ -110,7 +135,9 @@ void AddLoginCommand(CLI::App& app, GlobalOptions& g) {
       "ROOT/<target-iqn>/lun<N>, in the one tree the session daemon serves (started if none runs)");
   AddGlobalOptions(*cmd, g);
   AddSessionOptions(*cmd, g);
-  cmd->add_option("url", args->url, "iscsi:// or iser:// URL of the target (and LUN)");
+  cmd->add_option("url", args->url,
+                  "iscsi:// or iser:// URL of the target (and LUN); without a target, every "
+                  "target the portal reports");
   cmd->add_option("-T,--targetname", args->target, "log in to the records of this target IQN");
   cmd->add_option("-p,--portal", args->portal, "log in to the records at this portal HOST[:PORT]");
   cmd->add_flag("--all", args->all, "log in to every node record");
@@ -128,7 +155,8 @@ void AddLoginCommand(CLI::App& app, GlobalOptions& g) {
     if (!by_record) {
       Result<IscsiUrl> url = ParseIscsiUrl(args->url);
       if (!url.ok()) throw CLI::RuntimeError(Fail(url.status()));
-      const int rc = LoginOne(*url, *c, args->tree, "");
+      const int rc = url->target.empty() ? LoginToPortal(*url, *c, args->tree)
+                                         : LoginOne(*url, *c, args->tree, "");
       if (rc != exit_code::kOk) throw CLI::RuntimeError(rc);
       return;
     }

@@ -55,13 +55,33 @@ std::string DefaultInitiatorName() {
 }
 
 Status ResolveCredentials(IscsiUrl* url, const ConnectOptions& options) {
-  if (url->user.empty()) url->user = Env("LIBISCSI_CHAP_USERNAME");
+  if (url->user.empty()) {
+    url->user = !options.user.empty() ? options.user : Env("LIBISCSI_CHAP_USERNAME");
+  }
+  // A secret given explicitly with no user anywhere would log in without CHAP, the secret unused.
+  if (options.password && url->user.empty()) {
+    return Status::InvalidArgument(
+        "a CHAP secret was given (" + options.password_hint +
+        ") but no CHAP user: name it in the URL (iscsi://USER@HOST/TARGET), " +
+        (options.user_hint.empty() ? "" : "with " + options.user_hint + ", ") +
+        "in $LIBISCSI_CHAP_USERNAME, or in the node record's node.session.auth.username");
+  }
   if (options.password) {
     url->password = *options.password;
   } else if (url->password.empty()) {
     url->password = Env("LIBISCSI_CHAP_PASSWORD");
   }
-  if (url->target_user.empty()) url->target_user = Env("LIBISCSI_CHAP_TARGET_USERNAME");
+  if (url->target_user.empty()) {
+    url->target_user =
+        !options.target_user.empty() ? options.target_user : Env("LIBISCSI_CHAP_TARGET_USERNAME");
+  }
+  if (options.target_password && url->target_user.empty()) {
+    return Status::InvalidArgument(
+        "a mutual CHAP secret was given (" + options.target_password_hint +
+        ") but no mutual CHAP user: name it in the URL (target_user=USER), " +
+        (options.target_user_hint.empty() ? "" : "with " + options.target_user_hint + ", ") +
+        "in $LIBISCSI_CHAP_TARGET_USERNAME, or in the node record's node.session.auth.username_in");
+  }
   if (options.target_password) {
     url->target_password = *options.target_password;
   } else if (url->target_password.empty()) {
@@ -118,7 +138,7 @@ void AddDiscoveredPortals(const IscsiUrl& url, const ConnectOptions& options, Se
   Result<SessionOptions> discovery = DiscoverySessionOptionsFor(url, options);
   if (!discovery.ok()) return;
   discovery->portal = so->portal;
-  Result<std::vector<DiscoveredTarget>> targets = DiscoverTargets(*discovery);
+  Result<std::vector<DiscoveredTarget>> targets = DiscoverTargets(*discovery, so->target_name);
   if (!targets.ok()) {
     Log(LogLevel::kDebug, "no portals for recovery from SendTargets at " + so->portal.ToString() +
                               ": " + targets.status().ToString());

@@ -32,10 +32,18 @@ struct ConnectOptions {
   std::optional<TransportKind> transport;  // overrides the URL's scheme
   std::optional<std::string> password;     // overrides URL and environment
   std::optional<std::string> target_password;
+  // The CHAP users where the URL names none (--username, --target-username), before the
+  // environment's.
+  std::string user;
+  std::string target_user;
   // How this program takes each secret (e.g. "--password-file FILE"), for the error about a CHAP
   // user without one; the environment variable is always named too.
   std::string password_hint;
   std::string target_password_hint;
+  // How this program takes each user (e.g. "--username USER"), for the error about a secret
+  // without one.
+  std::string user_hint;
+  std::string target_user_hint;
   std::chrono::milliseconds login_timeout{15000};
   std::chrono::milliseconds nop_interval{5000};
   std::chrono::milliseconds nop_timeout{5000};

@@ -12,7 +12,8 @@ constexpr int kMaxTextPdus = 1024;
 
 }  // namespace
 
-Result<std::vector<DiscoveredTarget>> DiscoverTargets(const SessionOptions& options) {
+Result<std::vector<DiscoveredTarget>> DiscoverTargets(const SessionOptions& options,
+                                                      const std::string& only_target) {
   std::unique_ptr<Datamover> dm;
   LoginOutcome outcome;
   Portal portal;
@@ -29,7 +30,7 @@ Result<std::vector<DiscoveredTarget>> DiscoverTargets(const SessionOptions& opti
   const uint32_t itt = 1;
   uint32_t ttt = kReservedTag;
   std::string text;
-  AppendTextPair(text, "SendTargets", "All");
+  AppendTextPair(text, "SendTargets", only_target.empty() ? "All" : only_target);
   TextAccumulator acc(16u << 20);
   for (int pdu = 0;; ++pdu) {
     if (pdu >= kMaxTextPdus) return Status::ProtocolError(where + ": endless Text continuation");

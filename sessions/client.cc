@@ -258,7 +258,7 @@ Result<std::vector<LoggedOut>> LogoutOfHolders(const LogoutSelection& which) {
 }
 
 std::optional<HeldSession> HolderOf(const std::string& target) {
-  Result<std::vector<Json>> statuses = HolderStatuses();
+  Result<std::vector<Json>> statuses = HolderStatuses(target);
   if (!statuses.ok()) return std::nullopt;
   for (const Json& reply : *statuses) {
     for (const Json& s : reply.value("sessions", Json::array())) {
@@ -270,10 +270,12 @@ std::optional<HeldSession> HolderOf(const std::string& target) {
   return std::nullopt;
 }
 
-Result<std::vector<Json>> HolderStatuses() {
+Result<std::vector<Json>> HolderStatuses(const std::string& only_target) {
   std::vector<Json> out;
+  Json request = {{"op", "status"}};
+  if (!only_target.empty()) request["target"] = only_target;
   ISER_RETURN_IF_ERROR(ForEachLiveTree([&](int fd, const std::string&) {
-    if (!SendMessage(fd, {{"op", "status"}}).ok()) return;
+    if (!SendMessage(fd, request).ok()) return;
     Result<Json> reply = ReceiveMessage(fd, kStatusTimeout);
     if (reply.ok() && StatusOfReply(*reply).ok()) out.push_back(*reply);
   }));

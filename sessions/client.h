@@ -69,8 +69,9 @@ struct LogoutSelection {
 // holder ending with its last session to be gone.
 Result<std::vector<LoggedOut>> LogoutOfHolders(const LogoutSelection& which);
 
-// The status reply (control.h) of every live tree process.
-Result<std::vector<Json>> HolderStatuses();
+// The status reply (control.h) of every live tree process; only_target: with that target's
+// session alone.
+Result<std::vector<Json>> HolderStatuses(const std::string& only_target = "");
 // A live holder's session with a target: its root, and its entry in the status reply.
 struct HeldSession {
   std::string root;

@@ -9,9 +9,9 @@
 // per op):
 //   login   {"url": {...}, "options": {...}} (LoginRequest)   → "exists": true if already in
 //   logout  {"target": IQN} or {"all": true}                   → "targets": the ones logged out
-//   status  {}                          → "root", "pid", "kind", "portal" (a whole-portal
+//   status  {} or {"target": IQN}       → "root", "pid", "kind", "portal" (a whole-portal
 //                                          mount's, HOST:PORT), "sessions" (SessionStatus, each
-//                                          with its "sid")
+//                                          with its "sid"; only IQN's with a target)
 //   rescan  {}                                                  → "added", "removed", "failed",
 //                                                  "luns_added", "luns_removed" ("<iqn>/lun<N>")
 // A server ending because of the request (its last session logged out) replies only once its

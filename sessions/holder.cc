@@ -82,11 +82,13 @@ HolderServer::HolderServer(HolderPaths paths, std::string kind, std::string port
       portal_(std::move(portal)),
       ids_(paths_.state_dir) {}
 
-Json HolderServer::SessionsWithIds() {
-  Json sessions = holder_->Sessions();
-  std::set<std::string> targets;
-  for (const Json& s : sessions) targets.insert(s.value("target", std::string()));
-  ids_.Keep(targets);
+Json HolderServer::SessionsWithIds(const std::string& only_target) {
+  Json sessions = holder_->Sessions(only_target);
+  if (only_target.empty()) {
+    std::set<std::string> targets;
+    for (const Json& s : sessions) targets.insert(s.value("target", std::string()));
+    ids_.Keep(targets);
+  }
   for (Json& s : sessions) s["sid"] = ids_.For(s.value("target", std::string()));
   return sessions;
 }
@@ -182,7 +184,7 @@ bool HolderServer::Handle(int fd) {
     reply["pid"] = static_cast<int>(getpid());
     reply["kind"] = kind_;
     if (!portal_.empty()) reply["portal"] = portal_;
-    reply["sessions"] = SessionsWithIds();
+    reply["sessions"] = SessionsWithIds(request->value("target", std::string()));
   } else if (op == "rescan") {
     holder_->Rescan(fd);
     return true;

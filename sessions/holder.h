@@ -38,8 +38,9 @@ class Holder {
   // A logout request ({"target": IQN} or {"all": true}): the reply (control.h); *last when no
   // session is left.
   virtual Json Logout(const Json& request, bool* last) = 0;
-  // The "sessions" of the status reply (SessionStatus for each).
-  virtual Json Sessions() = 0;
+  // The "sessions" of the status reply (SessionStatus for each); only_target: that target's
+  // alone (none if it holds none), so that a login's check costs one entry, not the table.
+  virtual Json Sessions(const std::string& only_target) = 0;
   // A rescan request: answers fd (and closes it) when done; fd -1 is SIGHUP's (log only).
   virtual void Rescan(int fd) = 0;
   // The last session is gone: make the serving loop return. On the control thread.
@@ -76,8 +77,9 @@ class HolderServer {
   void ControlMain();
   // One connection; false when the process must end (the reply waits in reply_fd_).
   bool Handle(int fd);
-  // Holder::Sessions, each with its "sid": those of sessions gone are given back.
-  Json SessionsWithIds();
+  // Holder::Sessions, each with its "sid"; with every session (only_target empty), the SIDs of
+  // sessions gone are given back.
+  Json SessionsWithIds(const std::string& only_target = "");
 
   const HolderPaths paths_;
   const std::string kind_;

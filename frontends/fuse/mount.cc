@@ -41,8 +41,8 @@ std::string FsName(const IscsiUrl& url) {
 // a logout of its target ends the mount. It takes no logins: its mount point shows one target.
 class MountHolder : public sessions::Holder {
  public:
-  MountHolder(Session& session, std::string target, std::vector<std::string> files,
-              bool read_only, fuse_session* se)
+  MountHolder(Session& session, std::string target, std::vector<std::string> files, bool read_only,
+              fuse_session* se)
       : session_(session),
         target_(std::move(target)),
         files_(std::move(files)),
@@ -67,9 +67,9 @@ class MountHolder : public sessions::Holder {
     reply["targets"] = sessions::Json::array({target_});
     return reply;
   }
-  sessions::Json Sessions() override {
-    return sessions::Json::array(
-        {sessions::SessionStatus(session_, target_, files_, read_only_)});
+  sessions::Json Sessions(const std::string& only_target) override {
+    if (!only_target.empty() && only_target != target_) return sessions::Json::array();
+    return sessions::Json::array({sessions::SessionStatus(session_, target_, files_, read_only_)});
   }
   // The LUNs of a single-target mount are the ones it was mounted with (SizeWatch follows their
   // sizes): a rescan has nothing to add.

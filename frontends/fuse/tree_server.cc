@@ -53,7 +53,7 @@ class TreeServer : public Holder {
   // tree's is refused (CheckServeOptions).
   Status Login(const LoginSpec& spec, bool* exists) override;
   Json Logout(const Json& request, bool* last) override;
-  Json Sessions() override;
+  Json Sessions(const std::string& only_target) override;
   // Has the watch thread rescan, then reply on fd (-1: SIGHUP's, only logged) and close it.
   void Rescan(int fd) override;
   // The FUSE loop ends (its wait is interrupted by the signal libfuse handles), and the main
@@ -357,9 +357,10 @@ Status TreeServer::StartLogins(const std::vector<LoginSpec>& initial) {
   return Status(st.code(), name + ": " + st.message());
 }
 
-Json TreeServer::Sessions() {
+Json TreeServer::Sessions(const std::string& only_target) {
   Json sessions = Json::array();
   for (const TreeTargetView& t : fs_.Targets()) {
+    if (!only_target.empty() && t.name != only_target) continue;
     std::vector<std::string> files;
     for (const std::string& f : t.files) files.push_back(o_.paths.root + "/" + f);
     sessions.push_back(SessionStatus(*t.session, t.name, files, t.read_only));

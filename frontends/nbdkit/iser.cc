@@ -281,6 +281,8 @@ int IserConfigComplete() {
   g_connect.password_hint = "password=- (prompt), password=+FILE or password=-FD";
   g_connect.target_password_hint =
       "target-password=- (prompt), target-password=+FILE or target-password=-FD";
+  g_connect.user_hint = "user=USER";
+  g_connect.target_user_hint = "target-user=USER";
   iser::IscsiUrl url = EffectiveUrl();
   if (Status st = iser::ResolveCredentials(&url, g_connect); !st.ok()) {
     nbdkit_error("%s", st.message().c_str());

@@ -66,9 +66,10 @@ class LoginExchange {
                             (req_.target_name.empty() ? "" : " target ") + req_.target_name +
                             " failed in " + StageName(stage_) + ": " + what);
   }
-  // The target's refusal: its status says why, whatever stage the login was in (every login
-  // starts in security negotiation, CHAP or not).
+  // The target's refusal: its status says why. Every login starts in security negotiation, CHAP
+  // or not: the stage is named only where CHAP was under way.
   Status Refused(StatusCode code, const std::string& what) const {
+    if (stage_ == kStageSecurity && !req_.chap.user.empty()) return Fail(code, what);
     return Status(code, "login to " + dm_.Describe() +
                             (req_.target_name.empty() ? "" : " target ") + req_.target_name +
                             " refused: " + what);

@@ -35,6 +35,7 @@ declare -A value=(
   [-i]=iqn.2026-11.io.iser-connect.test:someone [--initiator-name]=iqn.2026-11.io.iser-connect.test:someone
   [-v]= [--verbose]= [--log-level]=debug
   [--password-file]=$work/secret [--target-password-file]=$work/secret
+  [--username]=someone [--target-username]=someone
   [-I]=tcp [--transport]=tcp [--login-timeout]=2 [--config-dir]=$work/conf
 )
 listed=$("$cli" --help | awk '/^Options:/{s=1; next} /^[A-Z]/{s=0} s' |
@@ -54,15 +55,25 @@ declare -A args=(
   [bench]="iscsi://127.0.0.1:$closed/$iqn-tcp/1 --time 1"
   [mount]="iscsi://127.0.0.1:$closed/$iqn-tcp $work/mnt"
   [login]="iscsi://127.0.0.1:$closed/$iqn-tcp --mountpoint $work/tree"
-  [session]="" [logout]="--all" [node]="--config-dir $work/conf"
+  [session]="" [logout]="--all" [node]="--config-dir $work/conf" [iname]=""
 )
-declare -A code=([discover]=5 [ls]=5 [bench]=5 [mount]=5 [login]=5 [session]=21 [logout]=21 [node]=0)
+declare -A code=([discover]=5 [ls]=5 [bench]=5 [mount]=5 [login]=5 [session]=21 [logout]=21 [node]=0
+  [iname]=0)
+# A CHAP secret alone is refused for naming no user, a user alone for having no secret, a mutual
+# one without the initiator's: the environment gives each option what it lacks.
+declare -A env_for=(
+  [--password-file]="LIBISCSI_CHAP_USERNAME=someone"
+  [--target-password-file]="LIBISCSI_CHAP_USERNAME=someone LIBISCSI_CHAP_PASSWORD=x LIBISCSI_CHAP_TARGET_USERNAME=someone"
+  [--username]="LIBISCSI_CHAP_PASSWORD=x"
+  [--target-username]="LIBISCSI_CHAP_USERNAME=someone LIBISCSI_CHAP_PASSWORD=x LIBISCSI_CHAP_TARGET_PASSWORD=y"
+)
 
 # accepted DESCRIPTION EXPECTED_CODE ARGS...: exits with EXPECTED_CODE, no option refused.
 accepted() {
   local what=$1 want=$2 out rc=0
   shift 2
-  out=$(timeout 60 "$cli" "$@" 2>&1) || rc=$?
+  # shellcheck disable=SC2086 # the variables are words
+  out=$(env ${ENV_FOR_OPTION:-} timeout 60 "$cli" "$@" 2>&1) || rc=$?
   if [ "$rc" = "$want" ] && ! grep -qiE "not expected|unknown option|extraneous|Could not convert" <<<"$out"; then
     echo "ok: $what"
   else
@@ -79,6 +90,7 @@ for c in $subcommands; do
   for o in $globals; do
     opt=("$o")
     [ -z "${value[$o]}" ] || opt+=("${value[$o]}")
+    ENV_FOR_OPTION=${env_for[$o]:-}
     # shellcheck disable=SC2086 # the arguments are words
     accepted "$o $c" "${code[$c]}" "${opt[@]}" "$c" ${args[$c]}
     # node's -v is --value (iscsiadm's -v); its --verbose is the global one. node's own
@@ -90,6 +102,7 @@ for c in $subcommands; do
     args[node]="--config-dir $work/conf"
   done
 done
+ENV_FOR_OPTION=
 
 # Where the options take effect.
 out=$("$cli" node --config-dir "$work/conf" -i iqn.2026-11.io.iser-connect.test:someone 2>&1) || true

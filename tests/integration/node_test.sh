@@ -46,7 +46,8 @@ check "node lists both records as iscsiadm -m node" \
 check "node --json lists both" python3 -c '
 import json,sys; d=json.loads(sys.argv[1])
 assert [r["target"] for r in d]==[sys.argv[2]+"-a", sys.argv[2]+"-b"], d
-assert d[0]["port"]=='"$TGT_PORT"' and d[0]["tpgt"]==1 and d[0]["transport"]=="tcp", d' \
+assert d[0]["portal"]=={"address":"127.0.0.1","port":'"$TGT_PORT"',"tpgt":1}, d
+assert d[0]["transport"]=="tcp", d' \
   "$(timeout 30 "$cli" node --json --config-dir "$cfg")" "$iqn"
 rec=$cfg/nodes/$iqn-a/127.0.0.1,$TGT_PORT,1
 check "records live in nodes/IQN/HOST,PORT,TPGT" test -f "$rec"

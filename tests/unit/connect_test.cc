@@ -52,6 +52,45 @@ TEST_F(ResolveCredentialsTest, WithoutAHintOnlyTheEnvironmentIsNamed) {
   EXPECT_EQ(st.message(), "CHAP user 'alice' has no password: set LIBISCSI_CHAP_PASSWORD");
 }
 
+// A secret given with no user anywhere would be left unused (a login without CHAP): an error
+// that says where a user goes. --username (ConnectOptions::user) is one of those places.
+TEST_F(ResolveCredentialsTest, SecretWithoutUserSaysWhereAUserGoes) {
+  IscsiUrl url;
+  ConnectOptions options;
+  options.password = "s3cret";
+  options.password_hint = "--password-file FILE";
+  options.user_hint = "--username USER";
+  Status st = ResolveCredentials(&url, options);
+  EXPECT_EQ(st.code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(st.message(),
+            "a CHAP secret was given (--password-file FILE) but no CHAP user: name it in the URL "
+            "(iscsi://USER@HOST/TARGET), with --username USER, in $LIBISCSI_CHAP_USERNAME, or in "
+            "the node record's node.session.auth.username");
+  EXPECT_EQ(st.message().find("s3cret"), std::string::npos);
+
+  options.user = "carol";
+  ASSERT_TRUE(ResolveCredentials(&url, options).ok());
+  EXPECT_EQ(url.user, "carol");
+  EXPECT_EQ(url.password, "s3cret");
+
+  IscsiUrl named;
+  named.user = "dave";
+  ASSERT_TRUE(ResolveCredentials(&named, options).ok());
+  EXPECT_EQ(named.user, "dave") << "the URL's user wins over --username";
+
+  IscsiUrl mutual;
+  ConnectOptions m;
+  m.user = "carol";
+  m.password = "s3cret";
+  m.target_password = "t0p";
+  m.target_password_hint = "--target-password-file FILE";
+  st = ResolveCredentials(&mutual, m);
+  EXPECT_NE(st.message().find("a mutual CHAP secret was given (--target-password-file FILE) but "
+                              "no mutual CHAP user"),
+            std::string::npos)
+      << st.ToString();
+}
+
 TEST_F(ResolveCredentialsTest, PasswordFromTheEnvironment) {
   setenv("LIBISCSI_CHAP_PASSWORD", "from-env", 1);
   IscsiUrl url;
