@@ -590,6 +590,7 @@ TEST(FakeTarget, AbortLunResetAndTimeoutEachEndTheReadOnce) {
 // the LUN has nothing of ours left to reset.
 TEST(FakeTarget, NoLunResetFollowsTheLogoutRequest) {
   std::atomic<int> after_logout{-1};
+  std::binary_semaphore looked(0);  // the script has looked past the Logout Request
   FakeTarget target({}, [&](FakeTarget& t) {
     FakePdu cmd, tmf, logout;
     if (!ReadUntil(t, Opcode::kScsiCommand, &cmd) || !ReadUntil(t, Opcode::kTaskMgmtRequest, &tmf))
@@ -603,6 +604,7 @@ TEST(FakeTarget, NoLunResetFollowsTheLogoutRequest) {
     AnswerTaskManagement(t, tmf, 5);  // Function rejected
     FakePdu next;
     after_logout = t.Readable(1500) && t.Read(&next) ? static_cast<int>(next.bhs.opcode()) : 0;
+    looked.release();
     t.Send(ResponseHeader(Opcode::kLogoutResponse, logout.bhs.itt(), t.next_statsn(),
                           logout.bhs.u32(bhs::kCmdSN), logout.bhs.u32(bhs::kCmdSN) + 63));
   });
@@ -619,6 +621,8 @@ TEST(FakeTarget, NoLunResetFollowsTheLogoutRequest) {
   ASSERT_TRUE(scsi::TaskStatus(t, "READ").ok()) << scsi::TaskStatus(t, "READ").ToString();
   EXPECT_EQ(buf, std::vector<uint8_t>(4096, 0x42));
   (*s)->Close().IgnoreError();
+  // Close may return before the script's look ends (the epoll datamover waits out the logout).
+  ASSERT_TRUE(looked.try_acquire_for(std::chrono::seconds(10))) << "the script never saw the Logout";
   EXPECT_EQ(after_logout.load(), 0)
       << "the initiator sent a PDU with opcode " << after_logout.load()
       << " after its Logout Request (0x02: a Task Management Function Request)";
