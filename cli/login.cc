@@ -49,6 +49,12 @@ int LoginOne(const IscsiUrl& url, const ConnectOptions& options, const TreeLogin
 // What the command line gave overrides the record, as it overrides a URL.
 ConnectOptions RecordOptions(const NodeRecord& record, const ConnectOptions& base) {
   ConnectOptions o = NodeRecordConnectOptions(record, base);
+  // A record that says authmethod None logs in without CHAP: a secret on the command line is for
+  // the records that use one (login --all over a mix of both).
+  if (record.auth == AuthMethod::kNone) {
+    o.password.reset();
+    o.target_password.reset();
+  }
   if (base.transport) o.transport = base.transport;
   if (base.replacement_timeout) o.replacement_timeout = base.replacement_timeout;
   if (base.command_timeout) o.command_timeout = base.command_timeout;
@@ -81,12 +87,20 @@ int LoginToPortal(const IscsiUrl& portal_url, const ConnectOptions& options,
                   const TreeLoginOptions& tree) {
   Result<std::vector<DiscoveredTarget>> targets = Discover(portal_url, options);
   if (!targets.ok()) return Fail(targets.status());
+  if (targets->empty()) {
+    return Fail(Status::NotFound("no targets found at " + portal_url.portal.ToString()));
+  }
   int rc = exit_code::kOk;
   size_t existing = 0;
   for (const DiscoveredTarget& t : *targets) {
     IscsiUrl url = portal_url;
     url.target = t.name;
+    // The portal asked, where the target lists it (another address may not be reachable from
+    // here); recovery learns the others.
     url.portal = t.portals.front().portal;
+    for (const TargetPortal& p : t.portals) {
+      if (p.portal == portal_url.portal) url.portal = p.portal;
+    }
     const int one = LoginOne(url, options, tree, "");
     if (one == exit_code::kSessionExists) {
       ++existing;

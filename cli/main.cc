@@ -72,11 +72,15 @@ int main(int argc, char** argv) {
     }
     return nullptr;
   };
-  if (!args.empty() && args[0] == "help") {
-    CLI::App* about = args.size() > 1 ? named(args[1]) : nullptr;
-    std::printf("%s", about ? about->help().c_str() : app.help().c_str());
+  if (!args.empty() && args[0] == "help" && args.size() == 1) {
+    std::printf("%s", app.help().c_str());
     return 0;
   }
+  if (!args.empty() && args[0] == "help" && named(args[1]) != nullptr) {
+    std::printf("%s", named(args[1])->help("iser-connect").c_str());
+    return 0;
+  }
+  if (!args.empty() && args[0] == "help") args.erase(args.begin());  // help NAME: NAME unknown
   if (!args.empty() && !args[0].starts_with("-") && named(args[0]) == nullptr) {
     std::string names;
     for (CLI::App* s : subcommands) names += (names.empty() ? "" : ", ") + s->get_name();

@@ -105,7 +105,8 @@ expect_exit 7 "^iser-connect: --type: isns not in" "$cli" discover -t isns -p "$
 expect_exit 0 "^$portal,1 $iqn$" "$cli" discover -t st -p "$portal"
 expect_exit 0 "^$portal,1 $iqn$" "$cli" discover -t sendtargets -p "$portal"
 expect_exit 0 "^Usage: iser-connect \\[OPTIONS\\] SUBCOMMAND" "$cli" help
-expect_exit 0 "^Usage: logout" "$cli" help logout
+expect_exit 0 "^Usage: iser-connect logout" "$cli" help logout
+expect_exit 7 "unknown subcommand 'frobnicate'" "$cli" help frobnicate
 expect_exit 0 "^iqn\\.2026-11\\.io\\.iser-connect:" "$cli" iname
 expect_exit 0 "^iqn\\.2026-11\\.test:me$" "$cli" iname -i iqn.2026-11.test:me
 expect_exit 7 "bs '0': must be between 1 B and 64.0 MiB" "$cli" bench "$unused" --bs 0
