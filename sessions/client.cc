@@ -97,9 +97,9 @@ Status StartDaemon(const HolderPaths& paths, const LoginSpec& spec, const Daemon
   _exit(st.ok() ? 0 : 1);
 }
 
-// Calls fn with a connection to each live tree process, and its socket's path. The state directory
-// is checked as login checks it: a socket in a directory another user could write may be theirs,
-// and the commands would hand it logouts or believe its answers. No directory: no tree process.
+// Calls fn with a connection to each live tree process. The state directory is checked as login
+// checks it: a socket in a directory another user could write may be theirs, and the commands
+// would hand it logouts or believe its answers. No directory: no tree process.
 template <typename Fn>
 Status ForEachLiveTree(Fn&& fn) {
   const std::string dir = StateDir();
@@ -109,7 +109,7 @@ Status ForEachLiveTree(Fn&& fn) {
   for (const std::string& socket : ListHolderSockets(dir)) {
     Result<int> fd = ConnectControl(socket);
     if (!fd.ok()) continue;  // stale: the next login to that tree cleans it up
-    fn(*fd, socket);
+    fn(*fd);
     close(*fd);
   }
   return Status::OK();
@@ -217,33 +217,27 @@ Result<std::vector<LoggedOut>> LogoutOfHolders(const LogoutSelection& which) {
     if (!st.ok() && st.code() != StatusCode::kNotFound && first.ok()) first = st;
   };
   if (which.all) {
-    ISER_RETURN_IF_ERROR(ForEachLiveTree([&](int fd, const std::string&) {
+    ISER_RETURN_IF_ERROR(ForEachLiveTree([&](int fd) {
       any = true;
       note(LogoutRequest(fd, {{"op", "logout"}, {"all", true}}, &done));
     }));
   } else {
     // What each holder holds that matches, then one request per target: a holder ends with its
     // last session, so a list made first does not ask an ended one.
-    std::vector<std::pair<std::string, std::vector<std::string>>> chosen;
-    ISER_RETURN_IF_ERROR(ForEachLiveTree([&](int fd, const std::string& socket) {
-      any = true;
-      if (!SendMessage(fd, {{"op", "status"}}).ok()) return;
-      Result<Json> reply = ReceiveMessage(fd, kStatusTimeout);
-      if (!reply.ok() || !StatusOfReply(*reply).ok()) return;
-      std::vector<std::string> targets;
-      for (const Json& s : reply->value("sessions", Json::array())) {
-        if (Matches(which, s)) targets.push_back(s.value("target", std::string()));
-      }
-      if (!targets.empty()) chosen.emplace_back(socket, std::move(targets));
-    }));
-    for (const auto& [socket, targets] : chosen) {
-      for (const std::string& target : targets) {
+    Result<std::vector<Json>> statuses = HolderStatuses();
+    if (!statuses.ok()) return statuses.status();
+    any = !statuses->empty();
+    for (const Json& reply : *statuses) {
+      const std::string socket = PathsForRoot(reply.value("root", std::string())).socket;
+      for (const Json& s : reply.value("sessions", Json::array())) {
+        if (!Matches(which, s)) continue;
         Result<int> fd = ConnectControl(socket);
         if (!fd.ok()) {
           note(fd.status());
           break;
         }
-        note(LogoutRequest(*fd, {{"op", "logout"}, {"target", target}}, &done));
+        note(LogoutRequest(*fd, {{"op", "logout"}, {"target", s.value("target", std::string())}},
+                           &done));
         close(*fd);
       }
     }
@@ -274,7 +268,7 @@ Result<std::vector<Json>> HolderStatuses(const std::string& only_target) {
   std::vector<Json> out;
   Json request = {{"op", "status"}};
   if (!only_target.empty()) request["target"] = only_target;
-  ISER_RETURN_IF_ERROR(ForEachLiveTree([&](int fd, const std::string&) {
+  ISER_RETURN_IF_ERROR(ForEachLiveTree([&](int fd) {
     if (!SendMessage(fd, request).ok()) return;
     Result<Json> reply = ReceiveMessage(fd, kStatusTimeout);
     if (reply.ok() && StatusOfReply(*reply).ok()) out.push_back(*reply);
@@ -302,7 +296,7 @@ std::vector<HolderState> StaleHolders() {
 
 Result<std::vector<Json>> RescanHolders() {
   std::vector<Json> out;
-  ISER_RETURN_IF_ERROR(ForEachLiveTree([&](int fd, const std::string&) {
+  ISER_RETURN_IF_ERROR(ForEachLiveTree([&](int fd) {
     if (!SendMessage(fd, {{"op", "rescan"}}).ok()) return;
     Result<Json> reply = ReceiveMessage(fd, kRescanTimeout);
     if (reply.ok()) out.push_back(*reply);
