@@ -33,6 +33,7 @@ Result<std::vector<DiscoveredTarget>> Discover(const IscsiUrl& portal_url, const
 struct TreeLoginOptions {
   std::string mountpoint;  // empty: sessions::DefaultTreeRoot()
   sessions::ServeOptions serve;
+  bool new_session = false;  // sessions::LoginToDaemon's
 };
 
 // The options of the session daemon's tree (--mountpoint, --read-only, ...), for login and

@@ -8,10 +8,6 @@ std::string DumpJson(const Json& document) {
   return document.dump(-1, ' ', false, Json::error_handler_t::replace);
 }
 
-Json PortalJson(const Portal& portal, std::optional<uint16_t> tpgt) {
-  return {{"address", portal.host}, {"port", portal.port}, {"tpgt", tpgt ? Json(*tpgt) : Json()}};
-}
-
 Json DiscoveryJson(const std::vector<DiscoveredTarget>& targets) {
   Json out = Json::array();
   for (const DiscoveredTarget& t : targets) {

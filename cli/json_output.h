@@ -14,6 +14,7 @@
 
 #include "cli/listing.h"
 #include "discovery/sendtargets.h"
+#include "sessions/control.h"
 
 namespace iser::cli {
 
@@ -22,9 +23,7 @@ using Json = nlohmann::ordered_json;
 // One line, no spaces, no trailing newline.
 std::string DumpJson(const Json& document);
 
-// A portal, the one shape every command's JSON gives it: {"address", "port", "tpgt"} (tpgt null
-// where there is none, as for the portal a whole-portal mount discovers at).
-Json PortalJson(const Portal& portal, std::optional<uint16_t> tpgt);
+using sessions::PortalJson;
 
 // discover --json: [{"target", "portals": [PortalJson]}]
 Json DiscoveryJson(const std::vector<DiscoveredTarget>& targets);

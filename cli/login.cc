@@ -23,7 +23,8 @@ int LoginOne(const IscsiUrl& url, const ConnectOptions& options, const TreeLogin
   Result<sessions::DaemonLogin> login = sessions::LoginToDaemon(
       {url, options, tree.serve}, tree.mountpoint,
       [](const sessions::HolderPaths& paths, const sessions::LoginSpec& spec,
-         sessions::ReadyReporter* ready) { return fuse::ServeSessionDaemon(paths, spec, ready); });
+         sessions::ReadyReporter* ready) { return fuse::ServeSessionDaemon(paths, spec, ready); },
+      tree.new_session);
   if (!login.ok()) {
     std::fprintf(stderr, "iser-connect: could not log in to %s%s: %s\n", what.c_str(),
                  origin.c_str(), login.status().ToString().c_str());
@@ -36,6 +37,10 @@ int LoginOne(const IscsiUrl& url, const ConnectOptions& options, const TreeLogin
       differs = *login->held_read_only
                     ? ", read-only; log out of it first to log in read-write"
                     : ", read-write; log out of it first to log in read-only (-r)";
+    } else if (tree.new_session) {
+      differs = ": a tree holds one session per target; give the new session another --mountpoint";
+    } else {
+      differs = " (--new-session opens another in another tree)";
     }
     std::fprintf(stderr, "iser-connect: session exists: already logged in to %s in %s%s\n",
                  url.target.c_str(), login->root.c_str(), differs.c_str());
@@ -72,6 +77,9 @@ void AddTreeOptions(CLI::App& cmd, TreeLoginOptions& tree) {
       "--page-cache", [&tree] { tree.serve.page_cache = true; },
       "use the kernel page cache (default: direct I/O); the tree's, set when the daemon starts");
   cmd.add_flag("-r,--read-only", tree.serve.read_only, "serve this target's files read-only");
+  cmd.add_flag("--new-session", tree.new_session,
+               "log in though a session with the target exists in another tree or mount (a "
+               "second session, with an ISID of its own)");
   cmd.add_flag_callback(
       "--allow-other", [&tree] { tree.serve.allow_other = true; },
       "let other users open the files; the tree's, set when the daemon starts");

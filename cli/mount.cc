@@ -1,7 +1,10 @@
 // iser-connect mount: the LUNs of a target as files in a FUSE mount (frontends/fuse).
-#include "frontends/fuse/mount.h"
+#include <cstdio>
+
 #include "cli/commands.h"
 #include "cli/mount_options.h"
+#include "frontends/fuse/mount.h"
+#include "sessions/client.h"
 
 namespace iser::cli {
 
@@ -27,6 +30,7 @@ void AddMountCommand(CLI::App& app, GlobalOptions& g) {
     std::string url;
     fuse::MountOptions mount;
     bool no_auto_unmount = false;
+    bool new_session = false;
     std::vector<std::string> option_lists;
   };
   auto args = std::make_shared<Args>();
@@ -46,6 +50,9 @@ void AddMountCommand(CLI::App& app, GlobalOptions& g) {
                 "use the kernel page cache (default: direct I/O, no second cache)");
   cmd->add_flag("-r,--read-only", args->mount.read_only, "mount read-only");
   cmd->add_flag("--allow-other", args->mount.allow_other, "let other users open the files");
+  cmd->add_flag("--new-session", args->new_session,
+                "mount a target though a session with it exists in a tree or another mount (a "
+                "second session, with an ISID of its own)");
   cmd->add_flag("--no-auto-unmount", args->no_auto_unmount,
                 "keep the mount if the process dies (default: it is removed)");
   cmd->add_option("--threads", args->mount.max_threads, "FUSE worker threads")
@@ -68,6 +75,16 @@ void AddMountCommand(CLI::App& app, GlobalOptions& g) {
     SetupLogging(g);
     Result<IscsiUrl> url = ParseIscsiUrl(args->url);
     if (!url.ok()) throw CLI::RuntimeError(Fail(url.status()));
+    // A whole-portal mount holds what the portal reports, whoever else holds a target of it.
+    if (!url->target.empty() && !args->new_session && !list.new_session) {
+      if (std::optional<sessions::HeldSession> held = sessions::HolderOf(url->target)) {
+        std::fprintf(stderr,
+                     "iser-connect: session exists: already logged in to %s in %s "
+                     "(--new-session, or -o new_session, mounts it with another session)\n",
+                     url->target.c_str(), held->root.c_str());
+        throw CLI::RuntimeError(exit_code::kSessionExists);
+      }
+    }
     Result<ConnectOptions> c = MakeConnectOptions(g);
     if (!c.ok()) throw CLI::RuntimeError(Fail(c.status()));
     fuse::MountOptions o = args->mount;

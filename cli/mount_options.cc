@@ -46,6 +46,10 @@ Status ParseOne(std::string_view item, MountOptionList* out) {
       out->page_cache = true;
       return Status::OK();
     }
+    if (item == "new_session") {
+      out->new_session = true;
+      return Status::OK();
+    }
     if (std::find(kIgnored.begin(), kIgnored.end(), item) != kIgnored.end()) return Status::OK();
   }
   if (key.starts_with("x-")) return Status::OK();

@@ -3,13 +3,14 @@
 // fuse.iser-connect, or by util-linux as mount.fuse.iser-connect). docs/fstab.md lists them.
 //
 // Contract: OPTS is a comma list. ro and rw (the last one wins), allow_other and page_cache set
-// the mount's flags; replacement_timeout=, command_timeout=, login_timeout= (seconds, as
-// discovery/seconds.h reads them), transport=tcp|iser, password_file= and target_password_file=
-// set the session's options. A secret itself (password=, target_password=) is refused: fstab is
-// readable by every user. The generic options of mount(8) and fstab that mean nothing to this file
-// system are accepted and ignored: _netdev, nofail, noauto, auto, user, nouser, users, defaults,
-// dev, nodev, suid, nosuid, exec, noexec, and every x-* (x-systemd.automount, ...). Anything else,
-// or a bad value, is an InvalidArgument naming the option; empty items (",,") are skipped.
+// the mount's flags, new_session lets it log in to a target another tree or mount holds;
+// replacement_timeout=, command_timeout=, login_timeout= (seconds, as discovery/seconds.h reads
+// them), transport=tcp|iser, password_file= and target_password_file= set the session's options. A
+// secret itself (password=, target_password=) is refused: fstab is readable by every user. The
+// generic options of mount(8) and fstab that mean nothing to this file system are accepted and
+// ignored: _netdev, nofail, noauto, auto, user, nouser, users, defaults, dev, nodev, suid, nosuid,
+// exec, noexec, and every x-* (x-systemd.automount, ...). Anything else, or a bad value, is an
+// InvalidArgument naming the option; empty items (",,") are skipped.
 //
 // MountHelperArgs turns the helper form's arguments (after the program name) into those of the
 // `mount` subcommand: SOURCE DIR, then -o OPTS (also -oOPTS) any number of times, -t TYPE (the
@@ -30,6 +31,7 @@ struct MountOptionList {
   std::optional<bool> read_only;
   bool allow_other = false;
   bool page_cache = false;
+  bool new_session = false;
   std::optional<std::string> replacement_timeout;
   std::optional<std::string> command_timeout;
   std::optional<std::string> login_timeout;

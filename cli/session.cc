@@ -24,6 +24,19 @@ std::string PortalText(const Json& p) {
   return text;
 }
 
+// What cleans up after a holder that is gone: a session daemon's tree is the next login's to
+// clean (it unmounts what is left); a mount's is its mount point, which only its owner reuses.
+std::string StaleAdvice(const sessions::HolderState& s) {
+  if (s.kind == "daemon" || s.kind.empty()) {
+    return "the next login to that tree cleans it up, unmounting what it left mounted";
+  }
+  if (sessions::IsMounted(s.root)) {
+    return "unmount what it left with fusermount3 -u " + s.root +
+           "; the next mount there replaces its state";
+  }
+  return "the next mount there replaces its state";
+}
+
 // Level 0 is iscsiadm's one line per session; 1 adds where it is, its state and its files as
 // iscsiadm -P 1 lays a session out; 2 and 3 add the negotiated parameters (iscsiadm -P 2).
 void PrintSessions(const Json& sessions, int print_level) {
@@ -137,8 +150,7 @@ void AddSessionCommand(CLI::App& app, GlobalOptions& g) {
       std::string stale;
       for (const sessions::HolderState& s : sessions::StaleHolders()) {
         stale += "; the process that served " + s.root + " (pid " + std::to_string(s.pid) +
-                 ") is gone and left its state behind: the next login to that tree cleans it "
-                 "up, unmounting what it left mounted";
+                 ") is gone and left its state behind: " + StaleAdvice(s);
       }
       throw CLI::RuntimeError(Fail(Status::NotFound("no active sessions" + stale)));
     }

@@ -118,7 +118,7 @@ Status ForEachLiveTree(Fn&& fn) {
 }  // namespace
 
 Result<DaemonLogin> LoginToDaemon(LoginSpec spec, const std::string& mountpoint,
-                                  const DaemonMain& daemon_main) {
+                                  const DaemonMain& daemon_main, bool new_session) {
   IscsiUrl& url = spec.url;
   ConnectOptions& options = spec.options;
   if (url.target.empty()) {
@@ -146,7 +146,9 @@ Result<DaemonLogin> LoginToDaemon(LoginSpec spec, const std::string& mountpoint,
   const int lock = LockStateDir(paths.state_dir);
   DaemonLogin result{false, paths.root};
   Status st;
-  if (std::optional<HeldSession> held = HolderOf(url.target)) {
+  std::optional<HeldSession> held;
+  if (!new_session) held = HolderOf(url.target);
+  if (held) {
     result = DaemonLogin{true, held->root, std::nullopt};
     if (held->session.contains("read_only")) {
       result.held_read_only = held->session["read_only"].get<bool>();
@@ -286,9 +288,7 @@ std::vector<HolderState> StaleHolders() {
       close(*fd);
       continue;
     }
-    // tree-<hash>.sock's state is tree-<hash>.state.
-    const std::string state_file = socket.substr(0, socket.size() - 5) + ".state";
-    Result<HolderState> state = ReadHolderState(state_file);
+    Result<HolderState> state = ReadHolderState(StateFileOfSocket(socket));
     if (state.ok() && !HolderProcessAlive(state->pid)) out.push_back(*state);
   }
   return out;

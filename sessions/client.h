@@ -41,11 +41,12 @@ struct DaemonLogin {
 // its Status (a process option that differs from the running daemon's: InvalidArgument). A
 // target that any holder of this user holds already (the daemon, a whole-portal or single-target
 // mount) is not logged in to again: exists, with that holder's root and how it serves it. The
-// secrets travel over the control socket only. mountpoint: the tree's (empty: DefaultTreeRoot(),
-// created if missing). Starting a daemon forks and runs daemon_main in the child: call from a
-// single-threaded process; the child never returns.
+// secrets travel over the control socket only. new_session: a session held in another holder
+// does not count (a tree still holds one session per target). mountpoint: the tree's (empty:
+// DefaultTreeRoot(), created if missing). Starting a daemon forks and runs daemon_main in the
+// child: call from a single-threaded process; the child never returns.
 Result<DaemonLogin> LoginToDaemon(LoginSpec spec, const std::string& mountpoint,
-                                  const DaemonMain& daemon_main);
+                                  const DaemonMain& daemon_main, bool new_session = false);
 
 // Logout, session and rescan first check the state directory as login does (CheckStateDir): one
 // that is not this user's alone is an InvalidArgument error, none at all means no tree runs.

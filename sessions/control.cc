@@ -64,7 +64,8 @@ int64_t Millis(std::chrono::milliseconds d) {
   return d.count();
 }
 
-Json PortalJson(const Portal& p) {
+// The login request's portal; not PortalJson, so that a daemon and a newer command still agree.
+Json WirePortal(const Portal& p) {
   return {{"host", p.host}, {"port", p.port}};
 }
 
@@ -153,11 +154,15 @@ Status StatusOfReply(const Json& reply) {
   return Status(static_cast<StatusCode>(code), reply.value("message", std::string()));
 }
 
+Json PortalJson(const Portal& portal, std::optional<uint16_t> tpgt) {
+  return {{"address", portal.host}, {"port", portal.port}, {"tpgt", tpgt ? Json(*tpgt) : Json()}};
+}
+
 Json LoginRequest(const LoginSpec& spec) {
   const IscsiUrl& url = spec.url;
   const ConnectOptions& options = spec.options;
   Json u = {{"transport", TransportName(url.transport)},
-            {"portal", PortalJson(url.portal)},
+            {"portal", WirePortal(url.portal)},
             {"target", url.target},
             {"user", url.user},
             {"password", url.password},
@@ -172,7 +177,7 @@ Json LoginRequest(const LoginSpec& spec) {
   if (url.replacement_timeout) u["replacement_timeout_ms"] = Millis(*url.replacement_timeout);
   if (url.command_timeout) u["command_timeout_ms"] = Millis(*url.command_timeout);
   Json portals = Json::array();
-  for (const Portal& p : url.alternate_portals) portals.push_back(PortalJson(p));
+  for (const Portal& p : url.alternate_portals) portals.push_back(WirePortal(p));
   u["alternate_portals"] = portals;
 
   Json o = {{"initiator_name", options.initiator_name},

@@ -61,6 +61,10 @@ Result<Json> ReceiveMessage(int fd, std::chrono::milliseconds timeout);
 Result<Json> CallControl(const std::string& socket, const Json& request,
                          std::chrono::milliseconds timeout);
 
+// A portal, the one shape every command's JSON gives it: {"address", "port", "tpgt"} (tpgt null
+// where there is none, as for the portal a whole-portal mount discovers at).
+Json PortalJson(const Portal& portal, std::optional<uint16_t> tpgt);
+
 // A reply's "code" and "message".
 Json ReplyFor(const Status& status);
 Status StatusOfReply(const Json& reply);

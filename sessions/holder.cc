@@ -47,11 +47,6 @@ Json ParametersJson(const NegotiatedParams& p) {
   return j;
 }
 
-// Every portal a command prints as JSON has this shape; tpgt null where unknown.
-Json PortalJson(const Portal& portal, std::optional<uint16_t> tpgt) {
-  return {{"address", portal.host}, {"port", portal.port}, {"tpgt", tpgt ? Json(*tpgt) : Json()}};
-}
-
 }  // namespace
 
 Json SessionStatus(Session& session, const std::string& target,
@@ -88,6 +83,8 @@ Json HolderServer::SessionsWithIds(const std::string& only_target) {
     std::set<std::string> targets;
     for (const Json& s : sessions) targets.insert(s.value("target", std::string()));
     ids_.Keep(targets);
+  } else if (sessions.empty()) {
+    ids_.Release(only_target);
   }
   for (Json& s : sessions) s["sid"] = ids_.For(s.value("target", std::string()));
   return sessions;
@@ -103,13 +100,13 @@ HolderServer::~HolderServer() {
 
 Status HolderServer::Register() {
   ISER_RETURN_IF_ERROR(EnsureStateDir(paths_.state_dir));
-  if (pipe2(wake_, O_CLOEXEC) != 0) {
+  if (pipe2(wake_, O_CLOEXEC | O_NONBLOCK) != 0) {
     return Status::ResourceExhausted(std::string("pipe: ") + std::strerror(errno));
   }
   Result<int> listen_fd = ListenControl(paths_);
   if (!listen_fd.ok()) return listen_fd.status();
   listen_fd_ = *listen_fd;
-  return WriteHolderState(paths_, HolderState{static_cast<int>(getpid()), paths_.root});
+  return WriteHolderState(paths_, HolderState{static_cast<int>(getpid()), paths_.root, kind_});
 }
 
 void HolderServer::Start(Holder* holder) {
@@ -119,6 +116,11 @@ void HolderServer::Start(Holder* holder) {
 
 void HolderServer::PokeRescan() const {
   const char c = 'r';
+  if (wake_[1] >= 0) (void)!write(wake_[1], &c, 1);
+}
+
+void HolderServer::SessionsEnded() const {
+  const char c = 'e';
   if (wake_[1] >= 0) (void)!write(wake_[1], &c, 1);
 }
 
@@ -208,8 +210,11 @@ void HolderServer::ControlMain() {
     }
     if (fds[0].revents) {
       char c = 0;
-      if (read(wake_[0], &c, 1) == 1 && c == 'q') return;
-      holder_->Rescan(-1);
+      if (read(wake_[0], &c, 1) == 1) {
+        if (c == 'q') return;
+        if (c == 'r') holder_->Rescan(-1);
+        if (c == 'e') SessionsWithIds();
+      }
     }
     if (fds[1].revents) {
       const int fd = accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC);

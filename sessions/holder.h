@@ -67,6 +67,9 @@ class HolderServer {
   void Start(Holder* holder);
   // Asks the control thread for a rescan (Holder::Rescan(-1)); async-signal-safe.
   void PokeRescan() const;
+  // The holder ended sessions on a thread of its own (a rescan that found targets gone): the
+  // control thread gives their SIDs back. Any thread.
+  void SessionsEnded() const;
   // No request is answered from now on (the control thread is joined, the socket closed).
   void Stop();
   // Removes the socket and state file when they are still this process's, and sends the reply

@@ -13,6 +13,7 @@
 #include <cstring>
 #include <fstream>
 #include <sstream>
+#include <string_view>
 
 namespace iser::sessions {
 
@@ -128,14 +129,21 @@ int LockStateDir(const std::string& dir) {
   return fd;
 }
 
+constexpr std::string_view kSocketSuffix = ".sock";
+constexpr std::string_view kStateSuffix = ".state";
+
 HolderPaths PathsForRoot(const std::string& root) {
   HolderPaths p;
   p.root = root;
   p.state_dir = StateDir();
   const std::string base = p.state_dir + "/tree-" + HashName(root);
-  p.socket = base + ".sock";
-  p.state_file = base + ".state";
+  p.socket = base + std::string(kSocketSuffix);
+  p.state_file = base + std::string(kStateSuffix);
   return p;
+}
+
+std::string StateFileOfSocket(const std::string& socket) {
+  return socket.substr(0, socket.size() - kSocketSuffix.size()) + std::string(kStateSuffix);
 }
 
 std::vector<std::string> ListHolderSockets(const std::string& state_dir) {
@@ -144,8 +152,7 @@ std::vector<std::string> ListHolderSockets(const std::string& state_dir) {
   if (!dir) return out;
   while (dirent* e = readdir(dir)) {
     const std::string name = e->d_name;
-    if (name.rfind("tree-", 0) == 0 && name.size() > 5 &&
-        name.compare(name.size() - 5, 5, ".sock") == 0) {
+    if (name.rfind("tree-", 0) == 0 && name.size() > 5 && name.ends_with(kSocketSuffix)) {
       out.push_back(state_dir + "/" + name);
     }
   }
@@ -157,7 +164,8 @@ Status WriteHolderState(const HolderPaths& paths, const HolderState& state) {
   const std::string tmp = paths.state_file + ".new";
   const int fd = open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
   if (fd < 0) return Status::IoError("state file " + tmp + ": " + std::strerror(errno));
-  const std::string text = "pid " + std::to_string(state.pid) + "\nroot " + state.root + "\n";
+  const std::string text =
+      "pid " + std::to_string(state.pid) + "\nroot " + state.root + "\nkind " + state.kind + "\n";
   const bool ok = write(fd, text.data(), text.size()) == static_cast<ssize_t>(text.size());
   close(fd);
   if (!ok || rename(tmp.c_str(), paths.state_file.c_str()) != 0) {
@@ -175,6 +183,7 @@ Result<HolderState> ReadHolderState(const std::string& state_file) {
   while (std::getline(in, line)) {
     if (line.rfind("pid ", 0) == 0) state.pid = std::atoi(line.c_str() + 4);
     if (line.rfind("root ", 0) == 0) state.root = line.substr(5);
+    if (line.rfind("kind ", 0) == 0) state.kind = line.substr(5);
   }
   if (state.pid <= 0 || state.root.empty()) {
     return Status::InvalidArgument("malformed state file " + state_file);

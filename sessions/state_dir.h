@@ -8,8 +8,8 @@
 // tree, is <runtime>/iser-connect.d (without a runtime directory: /tmp/iser-connect-<uid>.d, uid
 // as the system sees it, usable only with an explicit mount point). Every process serving a tree
 // keeps in the state directory, named after a hash of its mount point, its control socket
-// (tree-<hash>.sock) and a state file (tree-<hash>.state: "pid <pid>\nroot <mount point>\n",
-// mode 0600). A lock on the directory itself (flock) serialises starting and ending tree
+// (tree-<hash>.sock) and a state file (tree-<hash>.state: "pid <pid>\nroot <mount point>\nkind
+// <kind>\n", mode 0600). A lock on the directory itself (flock) serialises starting and ending tree
 // processes.
 //
 // Whoever can write the state directory can answer the commands in place of a tree process, or
@@ -49,11 +49,15 @@ int LockStateDir(const std::string& dir);
 HolderPaths PathsForRoot(const std::string& root);
 // The control sockets in the state directory: one per tree process, live or stale.
 std::vector<std::string> ListHolderSockets(const std::string& state_dir);
+// The state file beside a control socket of ListHolderSockets.
+std::string StateFileOfSocket(const std::string& socket);
 
 // The state file's contents.
 struct HolderState {
   int pid = 0;
   std::string root;
+  // "daemon", "portal" or "mount" (holder.h); empty in a state file written before kinds were.
+  std::string kind;
 };
 Status WriteHolderState(const HolderPaths& paths, const HolderState& state);
 Result<HolderState> ReadHolderState(const std::string& state_file);

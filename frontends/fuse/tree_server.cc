@@ -98,6 +98,8 @@ class TreeServer : public Holder {
   TreeFileSystem fs_;
   fuse_session* se_ = nullptr;
   pthread_t main_thread_{};
+  // Set before the watch thread starts, which alone uses it; outlives it.
+  const HolderServer* holder_server_ = nullptr;
 
   // Every SCSI command of the LUN watch and of the rescans runs on the watch thread: a target in
   // recovery holds them up to its replacement timeout, and the control thread, which answers
@@ -327,6 +329,7 @@ void TreeServer::RescanPortal(ScanResult* out, const std::string& what) {
     if (!st.ok()) Log(LogLevel::kWarning, what + ": logout of " + name + ": " + st.ToString());
     r.removed.push_back(name);
   }
+  if (!r.removed.empty() && holder_server_) holder_server_->SessionsEnded();
 }
 
 Json TreeServer::ScanResult::ToJson() const {
@@ -494,6 +497,7 @@ Status TreeServer::Serve(const std::vector<LoginSpec>& initial, ReadyReporter* r
     // Started while the signals are blocked: it and the sessions it opens leave them to the
     // FUSE loop's thread.
     holder.Start(this);
+    holder_server_ = &holder;
     watch_ = std::thread([this] { WatchMain(); });
     blocked.Unblock();
     Log(LogLevel::kInfo, "serving the tree " + o_.paths.root);

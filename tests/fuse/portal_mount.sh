@@ -1,8 +1,8 @@
 #!/bin/bash
 # The whole-portal mount: `iser-connect mount iscsi://PORTAL DIR` serves every target the portal
 # reports as DIR/<iqn>/lun<N>; a target added to tgtd appears after a rescan (SIGHUP, and
-# `session --rescan`), a target deleted from tgtd disappears after one; `session` lists the
-# mount's sessions; fusermount3 -u ends it.
+# `session --rescan`), a target deleted from tgtd disappears after one and its SID is free again;
+# `session` lists the mount's sessions; fusermount3 -u ends it.
 set -euo pipefail
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/sessions_lib.sh"
@@ -42,6 +42,7 @@ tgt_lun 3 1 8M
 has "${T}3" && fail "${T}3 appeared before any rescan"
 kill -HUP "$FUSE_PID"
 wait_for 30 has "${T}3" || fail "${T}3 did not appear after SIGHUP: $(ls "$MNT")"
+ic session | grep -q "^tcp: \[3\] .* ${T}3 (non-flash)$" || fail "${T}3 has not SID 3: $(ic session)"
 echo "rescan on SIGHUP adds a target: ok"
 
 tgt_target 4 "${T}4"
@@ -60,6 +61,10 @@ out=$(ic session --rescan) || fail "session --rescan: $out"
 grep -qF "removed ${T}4" <<<"$out" || fail "session --rescan did not report removing ${T}4: $out"
 lacks "${T}4" || fail "${T}4 is still there after session --rescan: $(ls "$MNT")"
 [ "$(ls "$MNT")" = "${T}1"$'\n'"${T}2" ] || fail "tree after the removals: $(ls "$MNT")"
+# The SIDs of the targets gone are given back by the rescans themselves, not at the next listing
+# of the table (nothing listed it since ${T}3 had SID 3).
+sids_left() { [ "$(cd "$STATE_DIR" && echo sid-*)" = "sid-1 sid-2" ]; }
+wait_for 10 sids_left || fail "SIDs still claimed: $(ls "$STATE_DIR")"
 cmp -n $((8 << 20)) "$FUSE_DIR/img" "$MNT/${T}2/lun1" || fail "${T}2 after the rescans"
 echo "rescans remove deleted targets: ok"
 

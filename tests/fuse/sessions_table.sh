@@ -3,7 +3,8 @@
 # single-target mount is listed by `session` beside the session daemon's tree, with its mount
 # point; a login of the target the mount holds is "session exists" (15) naming the mount, and
 # starts nothing; `logout -T` of the mount's target ends the mount (flushed, unmounted, its process
-# and state gone) and says which tree each line was about; `logout --all` reaches the rest.
+# and state gone) and says which tree each line was about; a mount of a target the daemon holds is
+# 15 unless --new-session; `logout --all` reaches the rest.
 set -euo pipefail
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/sessions_lib.sh"
@@ -58,8 +59,50 @@ cmp -n $((8 << 20)) "$FUSE_DIR/img" "$(tgt_lun_file 1 1)" || fail "data written 
 [ -f "$ROOT/$T2/lun1" ] || fail "the logout of $T1 touched the daemon's tree"
 echo "logout -T of the mount's target ends the mount: ok"
 
+# The other way round: `iser-connect mount` of the target the daemon holds is 15 naming the tree
+# and mounts nothing; --new-session mounts it with a second session (two I_T nexuses), which
+# `session` lists with a SID of its own and `logout -r SID` ends alone. A tree holds one session
+# per target, --new-session or not.
+MNT2=$FUSE_DIR/mnt2
+mkdir "$MNT2"
+expect_exit 15 "already logged in to $T2 in $ROOT" "$ISER_CONNECT" mount "$(sessions_url 2)" "$MNT2"
+! fuse_mounted "$MNT2" fuse.iser-connect || fail "$MNT2 was mounted though $T2 is held"
+FUSE_MOUNT_COMMAND=("$ISER_CONNECT" mount)
+fuse_mount "$(sessions_url 2)" "$MNT2" --new-session
+MOUNT2_PID=$FUSE_PID
+[ "$(tgtadm --lld iscsi --op show --mode target | awk '/^Target 2:/{t=1} t' |
+  grep -c 'I_T nexus: [0-9]')" = 2 ] || fail "target 2 has not two sessions"
+out=$(ic session) || fail "session: $out"
+[ "$(grep -c " $T2 (non-flash)$" <<<"$out")" = 2 ] || fail "session does not list both: $out"
+SID2=$(ic session --json | python3 -c '
+import json, sys
+mnt = sys.argv[1]
+print(*[s["sid"] for s in json.load(sys.stdin) if s["root"] == mnt])' "$MNT2")
+expect_exit 15 "a tree holds one session per target" "$ISER_CONNECT" login --new-session "$(sessions_url 2)"
+out=$(ic logout -r "$SID2") || fail "logout -r $SID2: $out"
+[ "$out" = "Logout of [target: $T2] successful: $MNT2" ] || fail "logout -r $SID2 said: $out"
+wait_for 20 process_gone "$MOUNT2_PID" || fail "the second mount's process still runs"
+[ -f "$ROOT/$T2/lun1" ] || fail "the logout of the second session touched the daemon's tree"
+echo "a mount of a held target is 15; --new-session makes a second session: ok"
+
 out=$(ic logout --all) || fail "logout --all: $out"
 [ "$out" = "Logout of [target: $T2] successful: $ROOT" ] || fail "logout --all said: $out"
 sessions_assert_gone
 echo "logout --all: ok"
+
+# A mount killed with SIGKILL (its unmount guard unmounts it): `session` says its state is left and
+# that the next mount there replaces it (a login would not: it is not the daemon's tree); the next
+# mount there does.
+fuse_mount "$(sessions_url 1)" "$MNT"
+KILLED=$FUSE_PID
+kill -9 "$KILLED"
+wait_for 20 process_gone "$KILLED" || fail "the mount $KILLED survived SIGKILL"
+wait_for 20 fuse_unmounted "$MNT" || fail "the unmount guard left $MNT mounted"
+expect_exit 21 "the process that served $MNT \\(pid $KILLED\\) is gone and left its state behind: the next mount there replaces its state" \
+  "$ISER_CONNECT" session
+fuse_mount "$(sessions_url 1)" "$MNT"
+ic session | grep -q " $T1 (non-flash)$" || fail "the new mount is not listed: $(ic session)"
+fuse_unmount "$MNT"
+sessions_assert_gone
+echo "a killed mount: session names what cleans up after it: ok"
 checks_done
