@@ -36,6 +36,8 @@ TEST(CliMountOptions, ReadOnlyAndFlags) {
   EXPECT_TRUE(l.page_cache);
   EXPECT_FALSE(Parsed("ro").allow_other);
   EXPECT_FALSE(Parsed("ro").page_cache);
+  EXPECT_TRUE(Parsed("ro,new_session").new_session);
+  EXPECT_FALSE(Parsed("ro").new_session);
 }
 
 TEST(CliMountOptions, SessionSettings) {
