@@ -14,20 +14,20 @@ std::string Bracketed(const std::string& target, const Portal& portal) {
   return "[target: " + target + ", portal: " + portal.ToString() + "]";
 }
 
-// One login; prints what iscsiadm prints for it. Returns the exit code it stands for.
-int LoginOne(const IscsiUrl& url, const ConnectOptions& options, const TreeLoginOptions& tree,
-             const std::string& origin) {
-  const std::string what = Bracketed(url.target, url.portal);
-  std::printf("Logging in to %s\n", what.c_str());
-  std::fflush(stdout);
-  Result<sessions::DaemonLogin> login = sessions::LoginToDaemon(
-      {url, options, tree.serve}, tree.mountpoint,
-      [](const sessions::HolderPaths& paths, const sessions::LoginSpec& spec,
-         sessions::ReadyReporter* ready) { return fuse::ServeSessionDaemon(paths, spec, ready); },
-      tree.new_session);
+// One login to make, and where it came from for its error message (" (record PATH)").
+struct PlannedLogin {
+  IscsiUrl url;
+  ConnectOptions options;
+  std::string origin;
+};
+
+// What iscsiadm prints for one login's end; the exit code it stands for.
+int ReportLogin(const PlannedLogin& p, const TreeLoginOptions& tree,
+                const Result<sessions::DaemonLogin>& login) {
+  const std::string what = Bracketed(p.url.target, p.url.portal);
   if (!login.ok()) {
     std::fprintf(stderr, "iser-connect: could not log in to %s%s: %s\n", what.c_str(),
-                 origin.c_str(), login.status().ToString().c_str());
+                 p.origin.c_str(), login.status().ToString().c_str());
     return ExitCodeFor(login.status());
   }
   if (login->exists) {
@@ -43,12 +43,43 @@ int LoginOne(const IscsiUrl& url, const ConnectOptions& options, const TreeLogin
       differs = " (--new-session opens another in another tree)";
     }
     std::fprintf(stderr, "iser-connect: session exists: already logged in to %s in %s%s\n",
-                 url.target.c_str(), login->root.c_str(), differs.c_str());
+                 p.url.target.c_str(), login->root.c_str(), differs.c_str());
     return exit_code::kSessionExists;
   }
   std::printf("Login to %s successful: %s/%s\n", what.c_str(), login->root.c_str(),
-              url.target.c_str());
+              p.url.target.c_str());
+  std::fflush(stdout);
   return exit_code::kOk;
+}
+
+// Logs in to each, as iscsiadm does: every "Logging in to" line first, then each outcome as it
+// comes. Returns 0, 15 when every session existed already, else the exit code of the last failure.
+int LoginAll(const std::vector<PlannedLogin>& planned, const TreeLoginOptions& tree) {
+  std::vector<sessions::LoginSpec> specs;
+  for (const PlannedLogin& p : planned) {
+    std::printf("Logging in to %s\n", Bracketed(p.url.target, p.url.portal).c_str());
+    specs.push_back({p.url, p.options, tree.serve});
+  }
+  std::fflush(stdout);
+  int rc = exit_code::kOk;
+  size_t existing = 0;
+  sessions::LoginAllToDaemon(
+      std::move(specs), tree.mountpoint,
+      [](const sessions::HolderPaths& paths, const sessions::LoginSpec& spec,
+         sessions::ReadyReporter* ready) { return fuse::ServeSessionDaemon(paths, spec, ready); },
+      tree.new_session, [&](size_t i, const Result<sessions::DaemonLogin>& login) {
+        const int one = ReportLogin(planned[i], tree, login);
+        if (one == exit_code::kSessionExists) {
+          ++existing;
+        } else if (one != exit_code::kOk) {
+          rc = one;
+        }
+      });
+  // As iscsiadm: 15 only when every requested session was there already.
+  if (rc == exit_code::kOk && existing > 0 && existing == planned.size()) {
+    return exit_code::kSessionExists;
+  }
+  return rc;
 }
 
 // What the command line gave overrides the record, as it overrides a URL.
@@ -98,8 +129,7 @@ int LoginToPortal(const IscsiUrl& portal_url, const ConnectOptions& options,
   if (targets->empty()) {
     return Fail(Status::NotFound("no targets found at " + portal_url.portal.ToString()));
   }
-  int rc = exit_code::kOk;
-  size_t existing = 0;
+  std::vector<PlannedLogin> planned;
   for (const DiscoveredTarget& t : *targets) {
     IscsiUrl url = portal_url;
     url.target = t.name;
@@ -109,37 +139,19 @@ int LoginToPortal(const IscsiUrl& portal_url, const ConnectOptions& options,
     for (const TargetPortal& p : t.portals) {
       if (p.portal == portal_url.portal) url.portal = p.portal;
     }
-    const int one = LoginOne(url, options, tree, "");
-    if (one == exit_code::kSessionExists) {
-      ++existing;
-    } else if (one != exit_code::kOk) {
-      rc = one;
-    }
+    planned.push_back({url, options, ""});
   }
-  if (rc == exit_code::kOk && existing > 0 && existing == targets->size()) {
-    return exit_code::kSessionExists;
-  }
-  return rc;
+  return LoginAll(planned, tree);
 }
 
 int LoginToRecords(const NodeStore& store, const std::vector<NodeRecord>& records,
                    const ConnectOptions& base, const TreeLoginOptions& tree) {
-  int rc = exit_code::kOk;
-  size_t existing = 0;
+  std::vector<PlannedLogin> planned;
   for (const NodeRecord& record : records) {
-    const int one = LoginOne(NodeRecordUrl(record), RecordOptions(record, base), tree,
-                             " (record " + store.PathOf(record) + ")");
-    if (one == exit_code::kSessionExists) {
-      ++existing;
-    } else if (one != exit_code::kOk) {
-      rc = one;
-    }
+    planned.push_back({NodeRecordUrl(record), RecordOptions(record, base),
+                       " (record " + store.PathOf(record) + ")"});
   }
-  // As iscsiadm: 15 only when every requested session was there already.
-  if (rc == exit_code::kOk && existing > 0 && existing == records.size()) {
-    return exit_code::kSessionExists;
-  }
-  return rc;
+  return LoginAll(planned, tree);
 }
 
 void AddLoginCommand(CLI::App& app, GlobalOptions& g) {
@@ -178,7 +190,7 @@ void AddLoginCommand(CLI::App& app, GlobalOptions& g) {
       Result<IscsiUrl> url = ParseIscsiUrl(args->url);
       if (!url.ok()) throw CLI::RuntimeError(Fail(url.status()));
       const int rc = url->target.empty() ? LoginToPortal(*url, *c, args->tree)
-                                         : LoginOne(*url, *c, args->tree, "");
+                                         : LoginAll({{*url, *c, ""}}, args->tree);
       if (rc != exit_code::kOk) throw CLI::RuntimeError(rc);
       return;
     }

@@ -4,12 +4,16 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <climits>
 #include <cstdio>
 #include <cstring>
+#include <map>
+#include <set>
 
 #include "initiator/base/log.h"
+#include "sessions/holder.h"
 #include "sessions/session_ids.h"
 
 namespace iser::sessions {
@@ -117,58 +121,193 @@ Status ForEachLiveTree(Fn&& fn) {
 
 }  // namespace
 
-Result<DaemonLogin> LoginToDaemon(LoginSpec spec, const std::string& mountpoint,
-                                  const DaemonMain& daemon_main, bool new_session) {
-  IscsiUrl& url = spec.url;
-  ConnectOptions& options = spec.options;
-  if (url.target.empty()) {
-    return Status::InvalidArgument("the URL names no target: iscsi://HOST[:PORT]/TARGET[/LUN]");
+namespace {
+
+// How many logins one request carries: its reply comes within LoginReplyTimeout per round of the
+// logins the daemon runs at once (kParallelLogins, holder.h).
+constexpr size_t kLoginsPerRequest = 64;
+
+struct LoginOutcome {
+  Status status;
+  bool exists = false;
+};
+
+// Logs in to specs[which...] through a running daemon's socket: one "logins" request, or one
+// "login" request each for a daemon older than the batches.
+std::vector<LoginOutcome> LoginThroughSocket(const std::string& socket,
+                                             const std::vector<LoginSpec>& specs,
+                                             const std::vector<size_t>& which) {
+  milliseconds per_round{0};
+  Json logins = Json::array();
+  for (size_t i : which) {
+    per_round = std::max(per_round, LoginReplyTimeout(specs[i].options));
+    logins.push_back(LoginRequest(specs[i]));
   }
-  // The daemon's environment is not this command's: the secrets and names travel resolved.
-  ISER_RETURN_IF_ERROR(ResolveCredentials(&url, options));
-  if (options.initiator_name.empty()) options.initiator_name = DefaultInitiatorName();
+  const size_t rounds = (which.size() + kParallelLogins - 1) / kParallelLogins;
+  std::vector<LoginOutcome> out(which.size());
+  Result<int> fd = ConnectControl(socket);
+  Status st = fd.status();
+  if (fd.ok()) {
+    st = SendMessage(*fd, {{"op", "logins"}, {"logins", logins}});
+    Result<Json> reply = st.ok() ? ReceiveMessage(*fd, per_round * static_cast<int>(rounds))
+                                 : Result<Json>(st);
+    close(*fd);
+    st = reply.ok() ? StatusOfReply(*reply) : reply.status();
+    const Json results = reply.ok() ? reply->value("results", Json()) : Json();
+    if (st.ok() && results.is_array() && results.size() == which.size()) {
+      for (size_t k = 0; k < which.size(); ++k) {
+        out[k] = {StatusOfReply(results[k]), results[k].value("exists", false)};
+      }
+      return out;
+    }
+    if (st.ok()) st = Status::ProtocolError("the session daemon's reply lists no result per login");
+  }
+  if (st.code() != StatusCode::kInvalidArgument ||
+      st.message().find("unknown control request") == std::string::npos) {
+    for (LoginOutcome& o : out) o.status = st;
+    return out;
+  }
+  for (size_t k = 0; k < which.size(); ++k) {
+    const LoginSpec& spec = specs[which[k]];
+    Result<Json> reply =
+        CallControl(socket, LoginRequest(spec), LoginReplyTimeout(spec.options));
+    out[k].status = reply.ok() ? StatusOfReply(*reply) : reply.status();
+    if (out[k].status.ok()) out[k].exists = reply->value("exists", false);
+  }
+  return out;
+}
+
+// The holders' sessions with these targets, by target: one filtered status for one target, one
+// listing of the whole table for more.
+std::map<std::string, HeldSession> HeldTargets(const std::set<std::string>& targets) {
+  std::map<std::string, HeldSession> held;
+  if (targets.size() == 1) {
+    if (std::optional<HeldSession> h = HolderOf(*targets.begin())) held[*targets.begin()] = *h;
+    return held;
+  }
+  Result<std::vector<Json>> replies = HolderStatuses();
+  if (!replies.ok()) return held;
+  for (const Json& reply : *replies) {
+    for (const Json& session : reply.value("sessions", Json::array())) {
+      const std::string target = session.value("target", std::string());
+      if (targets.count(target) && !held.count(target)) {
+        held[target] = HeldSession{reply.value("root", std::string()), session};
+      }
+    }
+  }
+  return held;
+}
+
+}  // namespace
+
+void LoginAllToDaemon(std::vector<LoginSpec> specs, const std::string& mountpoint,
+                      const DaemonMain& daemon_main, bool new_session, const LoginDone& done) {
+  std::vector<size_t> todo;
+  for (size_t i = 0; i < specs.size(); ++i) {
+    IscsiUrl& url = specs[i].url;
+    ConnectOptions& options = specs[i].options;
+    Status st;
+    if (url.target.empty()) {
+      st = Status::InvalidArgument("the URL names no target: iscsi://HOST[:PORT]/TARGET[/LUN]");
+    } else {
+      // The daemon's environment is not this command's: the secrets and names travel resolved.
+      st = ResolveCredentials(&url, options);
+    }
+    if (!st.ok()) {
+      done(i, st);
+      continue;
+    }
+    if (options.initiator_name.empty()) options.initiator_name = DefaultInitiatorName();
+    todo.push_back(i);
+  }
+  if (todo.empty()) return;
+  auto fail_all = [&](const Status& st, size_t from) {
+    for (size_t k = from; k < todo.size(); ++k) done(todo[k], st);
+  };
   bool created = false;
   std::string root = mountpoint;
   if (root.empty()) {
     Result<std::string> def = DefaultTreeRoot();
-    if (!def.ok()) return def.status();
+    if (!def.ok()) return fail_all(def.status(), 0);
     root = *def;
     if (mkdir(root.c_str(), 0755) == 0) {
       created = true;
     } else if (errno != EEXIST) {
-      return Status::InvalidArgument("tree " + root + ": " + std::strerror(errno));
+      return fail_all(Status::InvalidArgument("tree " + root + ": " + std::strerror(errno)), 0);
     }
   }
   Result<std::string> absolute = AbsolutePath(root);
-  if (!absolute.ok()) return absolute.status();
+  if (!absolute.ok()) return fail_all(absolute.status(), 0);
   const HolderPaths paths = PathsForRoot(*absolute);
-  ISER_RETURN_IF_ERROR(EnsureStateDir(paths.state_dir));
+  if (Status st = EnsureStateDir(paths.state_dir); !st.ok()) return fail_all(st, 0);
   const int lock = LockStateDir(paths.state_dir);
-  DaemonLogin result{false, paths.root};
-  Status st;
-  std::optional<HeldSession> held;
-  if (!new_session) held = HolderOf(url.target);
-  if (held) {
-    result = DaemonLogin{true, held->root, std::nullopt};
-    if (held->session.contains("read_only")) {
-      result.held_read_only = held->session["read_only"].get<bool>();
+  if (!new_session) {
+    std::set<std::string> targets;
+    for (size_t i : todo) targets.insert(specs[i].url.target);
+    const std::map<std::string, HeldSession> held = HeldTargets(targets);
+    std::vector<size_t> rest;
+    for (size_t i : todo) {
+      auto h = held.find(specs[i].url.target);
+      if (h == held.end()) {
+        rest.push_back(i);
+        continue;
+      }
+      DaemonLogin login{true, h->second.root, std::nullopt};
+      if (h->second.session.contains("read_only")) {
+        login.held_read_only = h->second.session["read_only"].get<bool>();
+      }
+      done(i, login);
     }
-    if (created) rmdir(paths.root.c_str());
-  } else if (Result<int> fd = ConnectControl(paths.socket); fd.ok()) {
-    st = SendMessage(*fd, LoginRequest(spec));
-    Result<Json> reply =
-        st.ok() ? ReceiveMessage(*fd, LoginReplyTimeout(options)) : Result<Json>(st);
+    todo = std::move(rest);
+  }
+  size_t next = 0;
+  bool daemon_runs = false;
+  if (Result<int> fd = ConnectControl(paths.socket); fd.ok()) {
     close(*fd);
-    st = reply.ok() ? StatusOfReply(*reply) : reply.status();
-    if (st.ok()) result.exists = reply->value("exists", false);
-  } else {
-    st = CleanStale(paths);
-    if (st.ok()) st = StartDaemon(paths, spec, daemon_main, lock);
-    if (!st.ok() && created) rmdir(paths.root.c_str());
+    daemon_runs = true;
+  } else if (!todo.empty()) {
+    const Status clean = CleanStale(paths);
+    if (!clean.ok()) {
+      fail_all(clean, 0);
+      next = todo.size();
+    }
+    // The first login that succeeds starts the daemon; the others go to it.
+    while (!daemon_runs && next < todo.size()) {
+      const size_t i = todo[next++];
+      const Status st = StartDaemon(paths, specs[i], daemon_main, lock);
+      daemon_runs = st.ok();
+      if (daemon_runs) {
+        done(i, DaemonLogin{false, paths.root, std::nullopt});
+      } else {
+        done(i, st);
+      }
+    }
+  }
+  if (created && !daemon_runs) rmdir(paths.root.c_str());
+  for (; next < todo.size(); next += kLoginsPerRequest) {
+    const std::vector<size_t> batch(
+        todo.begin() + static_cast<std::ptrdiff_t>(next),
+        todo.begin() + static_cast<std::ptrdiff_t>(std::min(todo.size(), next + kLoginsPerRequest)));
+    const std::vector<LoginOutcome> outcomes = LoginThroughSocket(paths.socket, specs, batch);
+    for (size_t k = 0; k < batch.size(); ++k) {
+      if (outcomes[k].status.ok()) {
+        done(batch[k], DaemonLogin{outcomes[k].exists, paths.root, std::nullopt});
+      } else {
+        done(batch[k], outcomes[k].status);
+      }
+    }
   }
   if (lock >= 0) close(lock);
-  if (!st.ok()) return st;
-  return result;
+}
+
+Result<DaemonLogin> LoginToDaemon(LoginSpec spec, const std::string& mountpoint,
+                                  const DaemonMain& daemon_main, bool new_session) {
+  Result<DaemonLogin> out = Status::Aborted("no login was made");
+  std::vector<LoginSpec> specs;
+  specs.push_back(std::move(spec));
+  LoginAllToDaemon(std::move(specs), mountpoint, daemon_main, new_session,
+                   [&out](size_t, const Result<DaemonLogin>& r) { out = r; });
+  return out;
 }
 
 namespace {

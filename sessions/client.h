@@ -36,15 +36,23 @@ struct DaemonLogin {
   std::optional<bool> held_read_only;
 };
 
-// Logs in to spec.url's target (every disk LUN, or the URL's LUN) in the tree's daemon, what
-// OpenSession(url, options) does, served as spec.serve says; the daemon's failure comes back as
-// its Status (a process option that differs from the running daemon's: InvalidArgument). A
-// target that any holder of this user holds already (the daemon, a whole-portal or single-target
-// mount) is not logged in to again: exists, with that holder's root and how it serves it. The
-// secrets travel over the control socket only. new_session: a session held in another holder
-// does not count (a tree still holds one session per target). mountpoint: the tree's (empty:
-// DefaultTreeRoot(), created if missing). Starting a daemon forks and runs daemon_main in the
-// child: call from a single-threaded process; the child never returns.
+// Logs in to each spec's target (every disk LUN, or the URL's LUN) in the tree's daemon, what
+// OpenSession(url, options) does, served as spec.serve says, and calls done(i, result) for specs[i]
+// as each ends (not in order). The daemon's failure comes back as its Status (a process option
+// that differs from the running daemon's: InvalidArgument). A target that any holder of this user
+// holds already (the daemon, a whole-portal or single-target mount) is not logged in to again:
+// exists, with that holder's root and how it serves it; new_session: a session held in another
+// holder does not count (a tree still holds one session per target). The secrets travel over the
+// control socket only. mountpoint: the tree's (empty: DefaultTreeRoot(), created if missing).
+//
+// The first login that succeeds starts the daemon if none runs; the others go to it in batches
+// that it logs in to several at a time (holder.h). Starting a daemon forks and runs daemon_main
+// in the child: call from a single-threaded process; the child never returns.
+using LoginDone = std::function<void(size_t index, const Result<DaemonLogin>& result)>;
+void LoginAllToDaemon(std::vector<LoginSpec> specs, const std::string& mountpoint,
+                      const DaemonMain& daemon_main, bool new_session, const LoginDone& done);
+
+// LoginAllToDaemon of one spec.
 Result<DaemonLogin> LoginToDaemon(LoginSpec spec, const std::string& mountpoint,
                                   const DaemonMain& daemon_main, bool new_session = false);
 

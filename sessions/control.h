@@ -8,6 +8,8 @@
 // Requests ("op" and its arguments) and replies ("code": a StatusCode number, "message", and
 // per op):
 //   login   {"url": {...}, "options": {...}} (LoginRequest)   → "exists": true if already in
+//   logins  {"logins": [LoginRequest, ...]}                    → "results": a reply per login,
+//                                                  in order, each with its "code" and "exists"
 //   logout  {"target": IQN} or {"all": true}                   → "targets": the ones logged out
 //   status  {} or {"target": IQN}       → "root", "pid", "kind", "portal" (a whole-portal
 //                                          mount's, HOST:PORT), "sessions" (SessionStatus, each

@@ -5,6 +5,8 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <chrono>
 #include <cstring>
@@ -90,6 +92,35 @@ Json HolderServer::SessionsWithIds(const std::string& only_target) {
   return sessions;
 }
 
+Json HolderServer::LoginAll(const Json& logins) {
+  const size_t n = logins.is_array() ? logins.size() : 0;
+  std::vector<LoginSpec> specs(n);
+  std::vector<Status> results(n);
+  std::vector<char> exists(n, 0);
+  for (size_t i = 0; i < n; ++i) results[i] = ParseLoginRequest(logins[i], &specs[i]);
+  std::atomic<size_t> next{0};
+  auto work = [&] {
+    for (size_t i; (i = next.fetch_add(1)) < n;) {
+      if (!results[i].ok()) continue;
+      bool e = false;
+      results[i] = holder_->Login(specs[i], &e);
+      exists[i] = e;
+    }
+  };
+  std::vector<std::thread> workers;
+  for (size_t k = 1; k < std::min(n, kParallelLogins); ++k) workers.emplace_back(work);
+  work();
+  for (std::thread& t : workers) t.join();
+  Json replies = Json::array();
+  for (size_t i = 0; i < n; ++i) {
+    if (results[i].ok()) ids_.For(specs[i].url.target);
+    Json r = ReplyFor(results[i]);
+    r["exists"] = exists[i] != 0;
+    replies.push_back(std::move(r));
+  }
+  return replies;
+}
+
 HolderServer::~HolderServer() {
   Stop();
   for (int fd : wake_) {
@@ -170,6 +201,9 @@ bool HolderServer::Handle(int fd) {
     if (st.ok()) ids_.For(spec.url.target);
     reply = ReplyFor(st);
     reply["exists"] = exists;
+  } else if (op == "logins") {
+    reply = ReplyFor(Status::OK());
+    reply["results"] = LoginAll(request->value("logins", Json::array()));
   } else if (op == "logout") {
     bool last = false;
     reply = holder_->Logout(*request, &last);

@@ -7,7 +7,8 @@
 // its own, one connection at a time, by calling the Holder. Requests from another user are
 // refused. It gives each session its SID (session_ids.h) when it logs in, or when the server
 // first sees it (at start, at a status request), and gives it back when the session is gone. The
-// Holder's methods run on that thread and must not wait for SCSI commands of a session in recovery
+// Holder's methods run on that thread (a batch of logins also on threads it starts for them) and
+// must not wait for SCSI commands of a session in recovery
 // (they would hold `session` and `logout` up to its replacement timeout): Rescan takes the
 // connection and answers it from elsewhere.
 //
@@ -30,10 +31,14 @@
 
 namespace iser::sessions {
 
+// How many logins of one batch request ("logins", control.h) a holder runs at once.
+inline constexpr size_t kParallelLogins = 8;
+
 class Holder {
  public:
   virtual ~Holder() = default;
   // A login request: logs in to spec's target; *exists when it holds a session with it already.
+  // A batch calls it from up to kParallelLogins threads at once, with the same target or not.
   virtual Status Login(const LoginSpec& spec, bool* exists) = 0;
   // A logout request ({"target": IQN} or {"all": true}): the reply (control.h); *last when no
   // session is left.
@@ -83,6 +88,8 @@ class HolderServer {
   // Holder::Sessions, each with its "sid"; with every session (only_target empty), the SIDs of
   // sessions gone are given back.
   Json SessionsWithIds(const std::string& only_target = "");
+  // A "logins" request's: Holder::Login of each, kParallelLogins at a time; a reply per login.
+  Json LoginAll(const Json& logins);
 
   const HolderPaths paths_;
   const std::string kind_;
