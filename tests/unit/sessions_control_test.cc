@@ -140,11 +140,12 @@ TEST_F(TreePathsTest, StateFileRoundTripsAndIsPrivate) {
   const std::string state = StateDir();
   ASSERT_TRUE(EnsureStateDir(state).ok());
   const HolderPaths p = PathsForRoot("/mnt/with space");
-  ASSERT_TRUE(WriteHolderState(p, HolderState{4242, p.root}).ok());
+  ASSERT_TRUE(WriteHolderState(p, HolderState{4242, p.root, "mount"}).ok());
   Result<HolderState> back = ReadHolderState(p.state_file);
   ASSERT_TRUE(back.ok()) << back.status().ToString();
   EXPECT_EQ(back->pid, 4242);
   EXPECT_EQ(back->root, "/mnt/with space");
+  EXPECT_EQ(back->kind, "mount");
   struct stat st;
   ASSERT_EQ(stat(p.state_file.c_str(), &st), 0);
   EXPECT_EQ(st.st_mode & 0777, 0600u);
