@@ -67,7 +67,8 @@ int LoginAll(const std::vector<PlannedLogin>& planned, const TreeLoginOptions& t
       std::move(specs), tree.mountpoint,
       [](const sessions::HolderPaths& paths, const sessions::LoginSpec& spec,
          sessions::ReadyReporter* ready) { return fuse::ServeSessionDaemon(paths, spec, ready); },
-      tree.new_session, [&](size_t i, const Result<sessions::DaemonLogin>& login) {
+      tree.new_session,
+      [&](size_t i, const Result<sessions::DaemonLogin>& login) {
         const int one = ReportLogin(planned[i], tree, login);
         if (one == exit_code::kSessionExists) {
           ++existing;

@@ -56,11 +56,12 @@ void AddLogoutCommand(CLI::App& app, GlobalOptions& g) {
       throw CLI::RuntimeError(
           Fail(Status::InvalidArgument("give a URL, -T IQN, -p PORTAL, -r SID or --all")));
     }
-    Result<std::vector<sessions::LoggedOut>> done = sessions::LogoutOfHolders(which);
-    if (!done.ok()) throw CLI::RuntimeError(Fail(done.status()));
-    for (const sessions::LoggedOut& l : *done) {
+    const sessions::LogoutResult result = sessions::LogoutOfHolders(which);
+    for (const sessions::LoggedOut& l : result.done) {
       std::printf("Logout of [target: %s] successful: %s\n", l.target.c_str(), l.root.c_str());
     }
+    std::fflush(stdout);
+    if (!result.status.ok()) throw CLI::RuntimeError(Fail(result.status));
   });
 }
 

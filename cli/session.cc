@@ -25,11 +25,13 @@ std::string PortalText(const Json& p) {
 }
 
 // What cleans up after a holder that is gone: a session daemon's tree is the next login's to
-// clean (it unmounts what is left); a mount's is its mount point, which only its owner reuses.
+// clean (it unmounts what is left); a mount's is its mount point, which only its owner reuses;
+// nbdkit leaves nothing mounted, and the next one removes what it left.
 std::string StaleAdvice(const sessions::HolderState& s) {
   if (s.kind == "daemon" || s.kind.empty()) {
     return "the next login to that tree cleans it up, unmounting what it left mounted";
   }
+  if (s.kind == "nbdkit") return "the next nbdkit serving with the iser plugin removes it";
   if (sessions::IsMounted(s.root)) {
     return "unmount what it left with fusermount3 -u " + s.root +
            "; the next mount there replaces its state";

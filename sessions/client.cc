@@ -101,9 +101,9 @@ Status StartDaemon(const HolderPaths& paths, const LoginSpec& spec, const Daemon
   _exit(st.ok() ? 0 : 1);
 }
 
-// Calls fn with a connection to each live tree process. The state directory is checked as login
-// checks it: a socket in a directory another user could write may be theirs, and the commands
-// would hand it logouts or believe its answers. No directory: no tree process.
+// Calls fn with a connection to each live tree process, and its socket. The state directory is
+// checked as login checks it: a socket in a directory another user could write may be theirs, and
+// the commands would hand it logouts or believe its answers. No directory: no tree process.
 template <typename Fn>
 Status ForEachLiveTree(Fn&& fn) {
   const std::string dir = StateDir();
@@ -113,7 +113,7 @@ Status ForEachLiveTree(Fn&& fn) {
   for (const std::string& socket : ListHolderSockets(dir)) {
     Result<int> fd = ConnectControl(socket);
     if (!fd.ok()) continue;  // stale: the next login to that tree cleans it up
-    fn(*fd);
+    fn(*fd, socket);
     close(*fd);
   }
   return Status::OK();
@@ -149,8 +149,8 @@ std::vector<LoginOutcome> LoginThroughSocket(const std::string& socket,
   Status st = fd.status();
   if (fd.ok()) {
     st = SendMessage(*fd, {{"op", "logins"}, {"logins", logins}});
-    Result<Json> reply = st.ok() ? ReceiveMessage(*fd, per_round * static_cast<int>(rounds))
-                                 : Result<Json>(st);
+    Result<Json> reply =
+        st.ok() ? ReceiveMessage(*fd, per_round * static_cast<int>(rounds)) : Result<Json>(st);
     close(*fd);
     st = reply.ok() ? StatusOfReply(*reply) : reply.status();
     const Json results = reply.ok() ? reply->value("results", Json()) : Json();
@@ -169,8 +169,7 @@ std::vector<LoginOutcome> LoginThroughSocket(const std::string& socket,
   }
   for (size_t k = 0; k < which.size(); ++k) {
     const LoginSpec& spec = specs[which[k]];
-    Result<Json> reply =
-        CallControl(socket, LoginRequest(spec), LoginReplyTimeout(spec.options));
+    Result<Json> reply = CallControl(socket, LoginRequest(spec), LoginReplyTimeout(spec.options));
     out[k].status = reply.ok() ? StatusOfReply(*reply) : reply.status();
     if (out[k].status.ok()) out[k].exists = reply->value("exists", false);
   }
@@ -285,9 +284,9 @@ void LoginAllToDaemon(std::vector<LoginSpec> specs, const std::string& mountpoin
   }
   if (created && !daemon_runs) rmdir(paths.root.c_str());
   for (; next < todo.size(); next += kLoginsPerRequest) {
-    const std::vector<size_t> batch(
-        todo.begin() + static_cast<std::ptrdiff_t>(next),
-        todo.begin() + static_cast<std::ptrdiff_t>(std::min(todo.size(), next + kLoginsPerRequest)));
+    const std::vector<size_t> batch(todo.begin() + static_cast<std::ptrdiff_t>(next),
+                                    todo.begin() + static_cast<std::ptrdiff_t>(std::min(
+                                                       todo.size(), next + kLoginsPerRequest)));
     const std::vector<LoginOutcome> outcomes = LoginThroughSocket(paths.socket, specs, batch);
     for (size_t k = 0; k < batch.size(); ++k) {
       if (outcomes[k].status.ok()) {
@@ -350,15 +349,16 @@ std::string LogoutSelection::ToString() const {
   return text.empty() ? text : text.substr(1);
 }
 
-Result<std::vector<LoggedOut>> LogoutOfHolders(const LogoutSelection& which) {
-  std::vector<LoggedOut> done;
+LogoutResult LogoutOfHolders(const LogoutSelection& which) {
+  LogoutResult result;
+  std::vector<LoggedOut>& done = result.done;
   bool any = false;
-  Status first;
+  Status& first = result.status;
   auto note = [&](const Status& st) {
     if (!st.ok() && st.code() != StatusCode::kNotFound && first.ok()) first = st;
   };
   if (which.all) {
-    ISER_RETURN_IF_ERROR(ForEachLiveTree([&](int fd) {
+    note(ForEachLiveTree([&](int fd, const std::string&) {
       any = true;
       note(LogoutRequest(fd, {{"op", "logout"}, {"all", true}}, &done));
     }));
@@ -366,10 +366,13 @@ Result<std::vector<LoggedOut>> LogoutOfHolders(const LogoutSelection& which) {
     // What each holder holds that matches, then one request per target: a holder ends with its
     // last session, so a list made first does not ask an ended one.
     Result<std::vector<Json>> statuses = HolderStatuses();
-    if (!statuses.ok()) return statuses.status();
+    if (!statuses.ok()) {
+      first = statuses.status();
+      return result;
+    }
     any = !statuses->empty();
     for (const Json& reply : *statuses) {
-      const std::string socket = PathsForRoot(reply.value("root", std::string())).socket;
+      const std::string socket = reply.value("socket", std::string());
       for (const Json& s : reply.value("sessions", Json::array())) {
         if (!Matches(which, s)) continue;
         Result<int> fd = ConnectControl(socket);
@@ -383,13 +386,14 @@ Result<std::vector<LoggedOut>> LogoutOfHolders(const LogoutSelection& which) {
       }
     }
   }
-  if (!first.ok()) return first;
-  if (!any) return Status::NotFound("no active sessions");
-  if (done.empty()) {
-    return Status::NotFound(which.all ? "no active sessions"
-                                      : "no session matches " + which.ToString());
+  if (!first.ok()) return result;
+  if (!any) {
+    first = Status::NotFound("no active sessions");
+  } else if (done.empty()) {
+    first = Status::NotFound(which.all ? "no active sessions"
+                                       : "no session matches " + which.ToString());
   }
-  return done;
+  return result;
 }
 
 std::optional<HeldSession> HolderOf(const std::string& target) {
@@ -409,10 +413,12 @@ Result<std::vector<Json>> HolderStatuses(const std::string& only_target) {
   std::vector<Json> out;
   Json request = {{"op", "status"}};
   if (!only_target.empty()) request["target"] = only_target;
-  ISER_RETURN_IF_ERROR(ForEachLiveTree([&](int fd) {
+  ISER_RETURN_IF_ERROR(ForEachLiveTree([&](int fd, const std::string& socket) {
     if (!SendMessage(fd, request).ok()) return;
     Result<Json> reply = ReceiveMessage(fd, kStatusTimeout);
-    if (reply.ok() && StatusOfReply(*reply).ok()) out.push_back(*reply);
+    if (!reply.ok() || !StatusOfReply(*reply).ok()) return;
+    (*reply)["socket"] = socket;
+    out.push_back(*reply);
   }));
   return out;
 }
@@ -433,9 +439,33 @@ std::vector<HolderState> StaleHolders() {
   return out;
 }
 
+void RemoveGoneHolders(const std::string& kind) {
+  const std::string dir = StateDir();
+  if (!CheckStateDir(dir).ok()) return;
+  const int lock = LockStateDir(dir);
+  bool removed = false;
+  for (const std::string& socket : ListHolderSockets(dir)) {
+    Result<int> fd = ConnectControl(socket);
+    if (fd.ok()) {
+      close(*fd);
+      continue;
+    }
+    const std::string state_file = StateFileOfSocket(socket);
+    Result<HolderState> state = ReadHolderState(state_file);
+    if (!state.ok() || state->kind != kind || HolderProcessAlive(state->pid)) continue;
+    Log(LogLevel::kInfo,
+        "removing the state of " + kind + " pid " + std::to_string(state->pid) + ", which is gone");
+    unlink(socket.c_str());
+    unlink(state_file.c_str());
+    removed = true;
+  }
+  if (removed) RemoveFreeSessionIds(dir);
+  if (lock >= 0) close(lock);
+}
+
 Result<std::vector<Json>> RescanHolders() {
   std::vector<Json> out;
-  ISER_RETURN_IF_ERROR(ForEachLiveTree([&](int fd) {
+  ISER_RETURN_IF_ERROR(ForEachLiveTree([&](int fd, const std::string&) {
     if (!SendMessage(fd, {{"op", "rescan"}}).ok()) return;
     Result<Json> reply = ReceiveMessage(fd, kRescanTimeout);
     if (reply.ok()) out.push_back(*reply);

@@ -73,12 +73,18 @@ struct LogoutSelection {
   std::string ToString() const;  // as the command line gives it: "-T IQN -p HOST:PORT"
 };
 
-// Logs out of the sessions selected, in whichever holders hold them, and returns the sessions
-// logged out; NotFound, naming the selection, when none matches (or no holder runs). Waits for a
-// holder ending with its last session to be gone.
-Result<std::vector<LoggedOut>> LogoutOfHolders(const LogoutSelection& which);
+// Logs out of the sessions selected, in whichever holders hold them: the sessions logged out,
+// and the first failure (a holder that refused, or could not log out of one), also when others
+// were logged out; NotFound, naming the selection, when none matches (or no holder runs). Waits
+// for a holder ending with its last session to be gone.
+struct LogoutResult {
+  std::vector<LoggedOut> done;
+  Status status;
+};
+LogoutResult LogoutOfHolders(const LogoutSelection& which);
 
-// The status reply (control.h) of every live tree process; only_target: with that target's
+// The status reply (control.h) of every live tree process, with "socket" added (where it was
+// asked: a holder's socket need not be named after its root); only_target: with that target's
 // session alone.
 Result<std::vector<Json>> HolderStatuses(const std::string& only_target = "");
 // A live holder's session with a target: its root, and its entry in the status reply.
@@ -91,6 +97,9 @@ std::optional<HeldSession> HolderOf(const std::string& target);
 // What holders that are gone left in the state directory (a process killed with SIGKILL): the
 // state of each socket nobody listens on. The next login to that tree cleans it up.
 std::vector<HolderState> StaleHolders();
+// Removes what gone holders of this kind left in the state directory (their sockets, state files
+// and SIDs): for a kind that leaves no mount behind (nbdkit), whose next process calls it.
+void RemoveGoneHolders(const std::string& kind);
 // The rescan reply of every live tree process, with "root" added.
 Result<std::vector<Json>> RescanHolders();
 

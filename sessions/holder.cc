@@ -73,6 +73,16 @@ Json SessionStatus(Session& session, const std::string& target,
           {"parameters", ParametersJson(p)}};
 }
 
+void ReplyNothingToRescan(int fd) {
+  if (fd < 0) return;
+  Json reply = ReplyFor(Status::OK());
+  for (const char* key : {"added", "removed", "failed", "luns_added", "luns_removed"}) {
+    reply[key] = Json::array();
+  }
+  SendMessage(fd, reply).IgnoreError();
+  close(fd);
+}
+
 HolderServer::HolderServer(HolderPaths paths, std::string kind, std::string portal)
     : paths_(std::move(paths)),
       kind_(std::move(kind)),

@@ -52,6 +52,11 @@ class Holder {
   virtual void End() = 0;
 };
 
+// Holder::Rescan's answer for a holder whose targets and LUNs are fixed (a single-target mount
+// follows its LUNs' sizes by itself, nbdkit lists exports as clients ask): nothing added or
+// removed. Closes fd; fd -1 (SIGHUP's) is ignored.
+void ReplyNothingToRescan(int fd);
+
 // One session as a status reply lists it: target, portal, connection, transport, datamover,
 // state, whether its files are read-only, counters, files (absolute paths) and negotiated
 // parameters.

@@ -73,15 +73,7 @@ class MountHolder : public sessions::Holder {
   }
   // The LUNs of a single-target mount are the ones it was mounted with (SizeWatch follows their
   // sizes): a rescan has nothing to add.
-  void Rescan(int fd) override {
-    if (fd < 0) return;
-    sessions::Json reply = sessions::ReplyFor(Status::OK());
-    for (const char* key : {"added", "removed", "failed", "luns_added", "luns_removed"}) {
-      reply[key] = sessions::Json::array();
-    }
-    sessions::SendMessage(fd, reply).IgnoreError();
-    close(fd);
-  }
+  void Rescan(int fd) override { sessions::ReplyNothingToRescan(fd); }
   void End() override { EndFuseLoop(se_, main_thread_); }
 
  private:

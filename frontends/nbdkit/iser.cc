@@ -21,6 +21,9 @@
 //                             survive nbdkit's fork). A portal's targets are logged in to at the
 //                             first list or open that needs them, so that a portal with many
 //                             targets costs only the sessions clients use.
+//                             Then nbdkit registers in the session table of its user
+//                             (sessions/holder.h), so that `iser-connect session` lists its
+//                             sessions and `logout` reaches them (ending nbdkit).
 //   cleanup                   log out of every target once every connection has closed.
 // Every NBD connection to a target's exports shares one session and one BlockDevice per LUN, so
 // requests from all connections are in flight together and SYNCHRONIZE CACHE from any of them
@@ -57,6 +60,8 @@
 #include "initiator/base/status.h"
 #include "initiator/block/block_device.h"
 #include "initiator/block/lun_info.h"
+#include "sessions/client.h"
+#include "sessions/holder.h"
 
 // -D iser.verbose=1 logs the library's protocol events (login keys, async events) as nbdkit
 // debug messages. nbdkit finds the flag by this name, so it keeps C linkage and stays exported.
@@ -446,17 +451,94 @@ int IserGetReady() {
   return 0;
 }
 
-int IserAfterFork() {
-  if (g_whole_portal) return 0;
-  Result<std::shared_ptr<iser::Session>> s = SessionOf(*g_targets.front());
-  if (!s.ok()) {
-    nbdkit_error("%s", s.status().message().c_str());
-    return -1;
+// This nbdkit in the session table: `iser-connect session` lists the sessions it has open, and a
+// logout of them ends nbdkit, since its exports go with its sessions. A whole portal's sessions
+// end together, so a logout of one target of several is refused (logout --all ends them).
+class NbdkitHolder : public iser::sessions::Holder {
+ public:
+  Status Login(const iser::sessions::LoginSpec&, bool* exists) override {
+    *exists = false;
+    return Status::NotSupported("nbdkit serves the targets of its URL only");
   }
+  iser::sessions::Json Logout(const iser::sessions::Json& request, bool* last) override {
+    const std::vector<std::string> held = TargetsWithSessions();
+    const std::string target = request.value("target", std::string());
+    if (!request.value("all", false)) {
+      if (std::find(held.begin(), held.end(), target) == held.end()) {
+        return iser::sessions::ReplyFor(Status::NotFound("no session with " + target));
+      }
+      if (held.size() > 1) {
+        return iser::sessions::ReplyFor(Status::NotSupported(
+            "nbdkit (pid " + std::to_string(getpid()) + ") serves " + g_url->Redacted() + " with " +
+            std::to_string(held.size()) +
+            " sessions, which end together with it: logout --all, or stop that nbdkit"));
+      }
+    }
+    *last = true;
+    iser::sessions::Json reply = iser::sessions::ReplyFor(Status::OK());
+    reply["targets"] = held;
+    return reply;
+  }
+  iser::sessions::Json Sessions(const std::string& only_target) override {
+    iser::sessions::Json out = iser::sessions::Json::array();
+    for (const std::unique_ptr<Target>& t : g_targets) {
+      if (!only_target.empty() && t->url.target != only_target) continue;
+      iser::MutexLock lock(&t->mu);
+      if (t->session)
+        out.push_back(iser::sessions::SessionStatus(*t->session, t->url.target, {}, false));
+    }
+    return out;
+  }
+  void Rescan(int fd) override { iser::sessions::ReplyNothingToRescan(fd); }
+  // The reply to the logout waits in the server until cleanup has logged out (Finish).
+  void End() override { nbdkit_shutdown(); }
+
+ private:
+  static std::vector<std::string> TargetsWithSessions() {
+    std::vector<std::string> held;
+    for (const std::unique_ptr<Target>& t : g_targets) {
+      iser::MutexLock lock(&t->mu);
+      if (t->session) held.push_back(t->url.target);
+    }
+    return held;
+  }
+};
+
+NbdkitHolder g_holder;
+std::unique_ptr<iser::sessions::HolderServer> g_holder_server;
+
+// Without a usable state directory nbdkit serves all the same, unlisted.
+void RegisterInSessionTable() {
+  iser::sessions::RemoveGoneHolders("nbdkit");
+  // Named after the process: two nbdkits may serve one URL.
+  iser::sessions::HolderPaths paths =
+      iser::sessions::PathsForRoot("nbdkit:" + std::to_string(getpid()));
+  paths.root = g_url->Redacted();
+  auto server = std::make_unique<iser::sessions::HolderServer>(paths, "nbdkit");
+  if (Status st = server->Register(); !st.ok()) {
+    nbdkit_debug("not listed in the session table: %s", st.message().c_str());
+    server->Finish();
+    return;
+  }
+  server->Start(&g_holder);
+  g_holder_server = std::move(server);
+}
+
+int IserAfterFork() {
+  if (!g_whole_portal) {
+    Result<std::shared_ptr<iser::Session>> s = SessionOf(*g_targets.front());
+    if (!s.ok()) {
+      nbdkit_error("%s", s.status().message().c_str());
+      return -1;
+    }
+  }
+  RegisterInSessionTable();
   return 0;
 }
 
 void IserCleanup() {
+  // No request is answered from now on; a logout's reply waits for the logouts below.
+  if (g_holder_server) g_holder_server->Stop();
   for (const std::unique_ptr<Target>& t : g_targets) {
     iser::MutexLock lock(&t->mu);
     t->devices.clear();
@@ -465,6 +547,10 @@ void IserCleanup() {
       nbdkit_debug("logout from %s: %s", t->url.Redacted().c_str(), st.message().c_str());
     }
     t->session.reset();
+  }
+  if (g_holder_server) {
+    g_holder_server->Finish();
+    g_holder_server.reset();
   }
 }
 

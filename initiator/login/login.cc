@@ -67,9 +67,12 @@ class LoginExchange {
                             " failed in " + StageName(stage_) + ": " + what);
   }
   // The target's refusal: its status says why. Every login starts in security negotiation, CHAP
-  // or not: the stage is named only where CHAP was under way.
+  // or not: the stage is named only for an authentication failure where CHAP was under way (a
+  // target that does not exist says so whatever the initiator offered).
   Status Refused(StatusCode code, const std::string& what) const {
-    if (stage_ == kStageSecurity && !req_.chap.user.empty()) return Fail(code, what);
+    if (stage_ == kStageSecurity && code == StatusCode::kAuthFailed && !req_.chap.user.empty()) {
+      return Fail(code, what);
+    }
     return Status(code, "login to " + dm_.Describe() +
                             (req_.target_name.empty() ? "" : " target ") + req_.target_name +
                             " refused: " + what);

@@ -168,6 +168,11 @@ expect_exit 24 "requires authentication" "$cli" ls "iscsi://$portal/$iqn-chap/1"
 expect_exit 7 "unknown|argument" "$cli" ls "iscsi://$portal/$iqn/1?bogus=1"
 expect_exit 7 "port" "$cli" ls "iscsi://127.0.0.1:99999/$iqn/1"
 expect_exit 19 "refused: target answered Not found" "$cli" ls "iscsi://$portal/iqn.2026-11.nonexistent:x/1"
+# With CHAP offered it is the same: the target's refusal, not a failure of the security
+# negotiation.
+LIBISCSI_CHAP_PASSWORD=alice-secret-1 expect_exit 19 \
+  "target iqn.2026-11.nonexistent:x refused: target answered Not found" \
+  "$cli" ls "iscsi://alice@$portal/iqn.2026-11.nonexistent:x/1"
 closed=$(tgt_free_port)
 expect_exit 5 "refused" "$cli" discover -p "127.0.0.1:$closed"
 expect_exit 7 "" "$cli" bench "iscsi://$portal/$iqn/1" --rw sideways

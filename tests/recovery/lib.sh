@@ -20,6 +20,10 @@ RECOVERY_LOGS=()
 recovery_setup() {
   requires timeout python3 fio cmp
   temp_dir WORK recovery
+  # The test's own session table: tests that run at once never see each other's mounts (a mount
+  # of a target another one holds would be "session exists").
+  export ISER_CONNECT_RUNTIME_DIR=$WORK/run
+  mkdir "$ISER_CONNECT_RUNTIME_DIR"
   tgt_start
   RECOVERY_LOGS+=("$TGT_DIR/tgtd.log")
   cleanup_push recovery_show_logs

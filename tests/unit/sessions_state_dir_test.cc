@@ -76,14 +76,14 @@ TEST_F(StateDirTest, SessionLogoutAndRescanCheckItAsLoginDoes) {
   Result<std::vector<Json>> none = HolderStatuses();
   ASSERT_TRUE(none.ok()) << none.status().ToString();
   EXPECT_TRUE(none->empty());
-  EXPECT_EQ(LogoutOfHolders({.all = true}).status().code(), StatusCode::kNotFound);
+  EXPECT_EQ(LogoutOfHolders({.all = true}).status.code(), StatusCode::kNotFound);
 
   ASSERT_EQ(mkdir(state_.c_str(), 0777), 0);
   ASSERT_EQ(chmod(state_.c_str(), 0777), 0);
   EXPECT_EQ(HolderStatuses().status().code(), StatusCode::kInvalidArgument);
   EXPECT_EQ(RescanHolders().status().code(), StatusCode::kInvalidArgument);
-  EXPECT_EQ(LogoutOfHolders({.all = true}).status().code(), StatusCode::kInvalidArgument);
-  EXPECT_EQ(LogoutOfHolders({.target = "iqn.2026-11.test:t1"}).status().code(),
+  EXPECT_EQ(LogoutOfHolders({.all = true}).status.code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(LogoutOfHolders({.target = "iqn.2026-11.test:t1"}).status.code(),
             StatusCode::kInvalidArgument);
   EXPECT_NE(HolderStatuses().status().message().find(state_), std::string::npos);
 }
