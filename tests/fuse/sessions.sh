@@ -3,7 +3,7 @@
 # and carry verified data; `session` (text and --json) lists both with their files and counters;
 # a second login to one is "session exists" (15); `logout -T` removes only that target (a file
 # still open on it then fails with ENODEV) and a new login to it serves its files at the same paths;
-# `logout --all` unmounts and leaves nothing behind.
+# `logout --all` unmounts and leaves nothing behind; a portal's URL logs in to all its targets.
 set -euo pipefail
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/sessions_lib.sh"
@@ -135,4 +135,23 @@ sessions_assert_gone
 expect_exit 21 "no active sessions" "$ISER_CONNECT" logout --all
 expect_exit 21 "no active sessions" "$ISER_CONNECT" session
 echo "logout --all: ok"
+
+# A portal's URL logs in to every target it reports: the first login starts the daemon, which
+# logs in to the rest of them at once (one batch); iscsiadm's lines, every "Logging in" first.
+for t in 3 4 5; do
+  tgt_target "$t" "iqn.2026-11.test:t$t"
+  tgt_lun "$t" 1 4M
+done
+out=$(ic login "iscsi://127.0.0.1:$TGT_PORT") || fail "login to the portal: $out"
+[ "$(head -5 <<<"$out" | grep -c "^Logging in to \[target: iqn.2026-11.test:t[1-5], portal: 127.0.0.1:$TGT_PORT\]$")" = 5 ] ||
+  fail "login to the portal printed: $out"
+[ "$(grep -c "^Login to .* successful: $ROOT/iqn.2026-11.test:t[1-5]$" <<<"$out")" = 5 ] ||
+  fail "login to the portal printed: $out"
+for t in 1 2 3 4 5; do
+  [ -f "$ROOT/iqn.2026-11.test:t$t/lun1" ] || fail "t$t/lun1 is missing: $(ls "$ROOT")"
+done
+expect_exit 15 "session exists" "$ISER_CONNECT" login "iscsi://127.0.0.1:$TGT_PORT"
+ic logout --all >/dev/null || fail "logout --all"
+sessions_assert_gone
+echo "login to a portal logs in to its 5 targets: ok"
 checks_done
