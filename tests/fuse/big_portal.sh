@@ -4,13 +4,19 @@
 # target, `login --all` log in to every record, a LUN file must read back what was written
 # through it, and `logout --all` must end it all. Prints the time login --all took and the
 # session daemon's threads and memory with every session logged in (docs/performance.md, "A
-# portal of 1000 targets").
+# portal of 1000 targets"). BIG_PORTAL_UPDATE_DOC=1 writes them into the row of that table too.
 set -euo pipefail
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/sessions_lib.sh"
 requires dd cmp python3 date
-sessions_setup
 N=${BIG_PORTAL_TARGETS:-1000}
+BENCH=$(dirname "$0")/../../bench
+DOC_ROW=
+if [ -n "${BIG_PORTAL_UPDATE_DOC:-}" ]; then
+  DOC_ROW=$(python3 "$BENCH/common.py" begin "portal-of-$N-targets" --env ISER_CONNECT \
+    --env ISER_FUSE_MOUNT --env BIG_PORTAL_TARGETS -- bash "$0") || exit 1
+fi
+sessions_setup
 PORTAL=127.0.0.1:$TGT_PORT
 CONF=$FUSE_DIR/conf
 
@@ -60,5 +66,13 @@ echo "data through t1/lun1 equals the backing file: ok"
 t0=$(now_ms)
 ic logout --all >/dev/null || fail "logout --all"
 sessions_assert_gone
-echo "logout --all: $N sessions in $(($(now_ms) - t0)) ms: ok"
+logout_ms=$(($(now_ms) - t0))
+echo "logout --all: $N sessions in $logout_ms ms: ok"
+if [ -n "$DOC_ROW" ]; then
+  seconds() { awk -v ms="$1" 'BEGIN {printf "%.2f", ms / 1000}'; }
+  build=
+  case $(readelf -d "$ISER_CONNECT" 2>/dev/null) in *libasan*) build=", a sanitizer build" ;; esac
+  python3 "$BENCH/common.py" end "$DOC_ROW" "login --all $(seconds "$login_ms") s, logout --all \
+$(seconds "$logout_ms") s, daemon $threads threads, RSS $((rss_kib / 1024)) MiB$build"
+fi
 echo PASS
