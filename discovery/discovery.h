@@ -18,7 +18,8 @@ namespace iser {
 
 // options.portal is the portal to ask; options.target_name is ignored. only_target: ask for that
 // target alone (SendTargets=<name>, RFC 7143 appendix C), where the caller needs one target's
-// portals: a portal of 1000 targets answers 1000 times less; empty: SendTargets=All.
+// portals: a portal of 1000 targets answers 1000 times less; a target that rejects that form, or
+// answers it without the target, is asked for All on the same session. Empty: SendTargets=All.
 Result<std::vector<DiscoveredTarget>> DiscoverTargets(const SessionOptions& options,
                                                       const std::string& only_target = "");
 

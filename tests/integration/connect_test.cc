@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -137,6 +138,53 @@ TEST(ConnectFakeTarget, EveryDiscoveredPortalOfTheTargetInEveryGroupFollowsTheUr
   EXPECT_TRUE(asked) << "no SendTargets";
   EXPECT_EQ(so->alternate_portals,
             (std::vector<Portal>{{"192.0.2.9", 3260}, {"192.0.2.1", 3260}, {"2001:db8::1", 3262}}));
+}
+
+// A target that answers SendTargets=<name> without the target (or rejects it) is asked for All
+// on the same discovery session, so that a login still learns the target's other portals. A
+// scripted target, because tgtd answers the named form.
+TEST(ConnectFakeTarget, ATargetWithoutAnAnswerForItsNameIsAskedForAll) {
+  const std::string target = "iqn.2026-11.io.iser-connect.test:fake";
+  std::vector<std::string> asked;
+  std::mutex mu;
+  auto answer = [](FakeTarget& t, const FakePdu& req, const std::string& text) {
+    Bhs rsp = test::ResponseHeader(Opcode::kTextResponse, req.bhs.itt(), t.next_statsn(), 2, 64);
+    rsp.set_flags(kFinalBit);
+    rsp.set_u32(bhs::kTtt, kReservedTag);
+    rsp.set_data_segment_length(static_cast<uint32_t>(text.size()));
+    t.Send(rsp, std::vector<uint8_t>(text.begin(), text.end()));
+  };
+  FakeTarget fake({}, [&](FakeTarget& t) {
+    for (int i = 0; i < 2; ++i) {
+      FakePdu req;
+      if (!t.Read(&req) || req.bhs.opcode() != Opcode::kTextRequest) return;
+      {
+        std::lock_guard<std::mutex> lock(mu);
+        asked.emplace_back(req.data.begin(), req.data.end());
+      }
+      answer(t, req,
+             i == 0 ? std::string()
+                    : EncodeText({{"TargetName", target}, {"TargetAddress", "192.0.2.1:3260,1"}}));
+    }
+    FakePdu logout;
+    if (t.Read(&logout) && logout.bhs.opcode() == Opcode::kLogoutRequest) {
+      t.Send(
+          test::ResponseHeader(Opcode::kLogoutResponse, logout.bhs.itt(), t.next_statsn(), 2, 64));
+    }
+  });
+  Result<IscsiUrl> url =
+      ParseIscsiUrl("iscsi://127.0.0.1:" + std::to_string(fake.port()) + "/" + target);
+  ASSERT_TRUE(url.ok()) << url.status().ToString();
+  ConnectOptions options;
+  options.initiator_name = "iqn.2026-11.io.iser-connect.test:initiator";
+  options.login_timeout = std::chrono::seconds(5);
+  Result<SessionOptions> so = PrepareSession(*url, options);
+  ASSERT_TRUE(so.ok()) << so.status().ToString();
+  std::lock_guard<std::mutex> lock(mu);
+  ASSERT_EQ(asked.size(), 2u);
+  EXPECT_EQ(asked[0], std::string("SendTargets=") + target + '\0');
+  EXPECT_EQ(asked[1], std::string("SendTargets=All") + '\0');
+  EXPECT_EQ(so->alternate_portals, (std::vector<Portal>{{"192.0.2.1", 3260}}));
 }
 
 }  // namespace
