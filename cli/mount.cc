@@ -75,6 +75,8 @@ void AddMountCommand(CLI::App& app, GlobalOptions& g) {
     SetupLogging(g);
     Result<IscsiUrl> url = ParseIscsiUrl(args->url);
     if (!url.ok()) throw CLI::RuntimeError(Fail(url.status()));
+    Result<ConnectOptions> c = MakeConnectOptions(g);
+    if (!c.ok()) throw CLI::RuntimeError(Fail(c.status()));
     // A whole-portal mount holds what the portal reports, whoever else holds a target of it.
     if (!url->target.empty() && !args->new_session && !list.new_session) {
       if (std::optional<sessions::HeldSession> held = sessions::HolderOf(url->target)) {
@@ -85,8 +87,6 @@ void AddMountCommand(CLI::App& app, GlobalOptions& g) {
         throw CLI::RuntimeError(exit_code::kSessionExists);
       }
     }
-    Result<ConnectOptions> c = MakeConnectOptions(g);
-    if (!c.ok()) throw CLI::RuntimeError(Fail(c.status()));
     fuse::MountOptions o = args->mount;
     o.url = *url;
     o.connect = *c;

@@ -68,7 +68,7 @@ void LazyUnmount(const std::string& root) {
 // not ours to remove.
 Status CleanStale(const HolderPaths& paths) {
   Result<HolderState> state = ReadHolderState(paths.state_file);
-  if (state.ok() && HolderProcessAlive(state->pid)) {
+  if (state.ok() && HolderProcessAlive(*state)) {
     return Status::Aborted("the process serving " + paths.root + " (pid " +
                            std::to_string(state->pid) + ") is ending; try again");
   }
@@ -124,8 +124,11 @@ Status ForEachLiveTree(Fn&& fn) {
 namespace {
 
 // How many logins one request carries: its reply comes within LoginReplyTimeout per round of the
-// logins the daemon runs at once (kParallelLogins, holder.h).
-constexpr size_t kLoginsPerRequest = 64;
+// logins the daemon runs at once (kParallelLogins, holder.h), and the daemon answers no other
+// request (session, logout) meanwhile: two rounds.
+constexpr size_t kLoginsPerRequest = 2 * kParallelLogins;
+// How often a batch starts the daemon again when it is gone between two requests.
+constexpr int kDaemonRestarts = 3;
 
 struct LoginOutcome {
   Status status;
@@ -133,10 +136,11 @@ struct LoginOutcome {
 };
 
 // Logs in to specs[which...] through a running daemon's socket: one "logins" request, or one
-// "login" request each for a daemon older than the batches.
-std::vector<LoginOutcome> LoginThroughSocket(const std::string& socket,
-                                             const std::vector<LoginSpec>& specs,
-                                             const std::vector<size_t>& which) {
+// "login" request each for a daemon older than the batches. An error only when the daemon cannot
+// be reached (it is gone): then none of them was tried.
+Result<std::vector<LoginOutcome>> LoginThroughSocket(const std::string& socket,
+                                                     const std::vector<LoginSpec>& specs,
+                                                     const std::vector<size_t>& which) {
   milliseconds per_round{0};
   Json logins = Json::array();
   for (size_t i : which) {
@@ -146,22 +150,20 @@ std::vector<LoginOutcome> LoginThroughSocket(const std::string& socket,
   const size_t rounds = (which.size() + kParallelLogins - 1) / kParallelLogins;
   std::vector<LoginOutcome> out(which.size());
   Result<int> fd = ConnectControl(socket);
-  Status st = fd.status();
-  if (fd.ok()) {
-    st = SendMessage(*fd, {{"op", "logins"}, {"logins", logins}});
-    Result<Json> reply =
-        st.ok() ? ReceiveMessage(*fd, per_round * static_cast<int>(rounds)) : Result<Json>(st);
-    close(*fd);
-    st = reply.ok() ? StatusOfReply(*reply) : reply.status();
-    const Json results = reply.ok() ? reply->value("results", Json()) : Json();
-    if (st.ok() && results.is_array() && results.size() == which.size()) {
-      for (size_t k = 0; k < which.size(); ++k) {
-        out[k] = {StatusOfReply(results[k]), results[k].value("exists", false)};
-      }
-      return out;
+  if (!fd.ok()) return fd.status();
+  Status st = SendMessage(*fd, {{"op", "logins"}, {"logins", logins}});
+  Result<Json> reply =
+      st.ok() ? ReceiveMessage(*fd, per_round * static_cast<int>(rounds)) : Result<Json>(st);
+  close(*fd);
+  st = reply.ok() ? StatusOfReply(*reply) : reply.status();
+  const Json results = reply.ok() ? reply->value("results", Json()) : Json();
+  if (st.ok() && results.is_array() && results.size() == which.size()) {
+    for (size_t k = 0; k < which.size(); ++k) {
+      out[k] = {StatusOfReply(results[k]), results[k].value("exists", false)};
     }
-    if (st.ok()) st = Status::ProtocolError("the session daemon's reply lists no result per login");
+    return out;
   }
+  if (st.ok()) st = Status::ProtocolError("the session daemon's reply lists no result per login");
   if (st.code() != StatusCode::kInvalidArgument ||
       st.message().find("unknown control request") == std::string::npos) {
     for (LoginOutcome& o : out) o.status = st;
@@ -169,9 +171,9 @@ std::vector<LoginOutcome> LoginThroughSocket(const std::string& socket,
   }
   for (size_t k = 0; k < which.size(); ++k) {
     const LoginSpec& spec = specs[which[k]];
-    Result<Json> reply = CallControl(socket, LoginRequest(spec), LoginReplyTimeout(spec.options));
-    out[k].status = reply.ok() ? StatusOfReply(*reply) : reply.status();
-    if (out[k].status.ok()) out[k].exists = reply->value("exists", false);
+    Result<Json> single = CallControl(socket, LoginRequest(spec), LoginReplyTimeout(spec.options));
+    out[k].status = single.ok() ? StatusOfReply(*single) : single.status();
+    if (out[k].status.ok()) out[k].exists = single->value("exists", false);
   }
   return out;
 }
@@ -259,44 +261,61 @@ void LoginAllToDaemon(std::vector<LoginSpec> specs, const std::string& mountpoin
     }
     todo = std::move(rest);
   }
+  // The lock makes one daemon per tree: taken until it runs (found, or started with the first
+  // login that succeeds), and again if it is gone between two batches (ended by a logout
+  // elsewhere, or killed), so that the rest start a new one. The batches' logins do not hold it.
+  int held_lock = lock;
   size_t next = 0;
   bool daemon_runs = false;
-  if (Result<int> fd = ConnectControl(paths.socket); fd.ok()) {
-    close(*fd);
-    daemon_runs = true;
-  } else if (!todo.empty()) {
-    const Status clean = CleanStale(paths);
-    if (!clean.ok()) {
-      fail_all(clean, 0);
-      next = todo.size();
-    }
-    // The first login that succeeds starts the daemon; the others go to it.
-    while (!daemon_runs && next < todo.size()) {
-      const size_t i = todo[next++];
-      const Status st = StartDaemon(paths, specs[i], daemon_main, lock);
-      daemon_runs = st.ok();
-      if (daemon_runs) {
-        done(i, DaemonLogin{false, paths.root, std::nullopt});
-      } else {
-        done(i, st);
+  bool daemon_ran = false;
+  int restarts = 0;
+  Status unreachable;
+  while (next < todo.size()) {
+    if (!daemon_runs) {
+      if (daemon_ran && ++restarts > kDaemonRestarts) {
+        fail_all(unreachable, next);
+        break;
       }
+      if (held_lock < 0) held_lock = LockStateDir(paths.state_dir);
+      if (Result<int> fd = ConnectControl(paths.socket); fd.ok()) {
+        close(*fd);
+        daemon_runs = true;
+      } else if (const Status clean = CleanStale(paths); !clean.ok()) {
+        fail_all(clean, next);
+        break;
+      }
+      while (!daemon_runs && next < todo.size()) {
+        const size_t i = todo[next++];
+        const Status st = StartDaemon(paths, specs[i], daemon_main, held_lock);
+        daemon_runs = st.ok();
+        done(i, daemon_runs ? Result<DaemonLogin>(DaemonLogin{false, paths.root, std::nullopt})
+                            : Result<DaemonLogin>(st));
+      }
+      if (!daemon_runs) break;
+      daemon_ran = true;
+      if (held_lock >= 0) close(held_lock);
+      held_lock = -1;
+      continue;
     }
-  }
-  if (created && !daemon_runs) rmdir(paths.root.c_str());
-  for (; next < todo.size(); next += kLoginsPerRequest) {
     const std::vector<size_t> batch(todo.begin() + static_cast<std::ptrdiff_t>(next),
                                     todo.begin() + static_cast<std::ptrdiff_t>(std::min(
                                                        todo.size(), next + kLoginsPerRequest)));
-    const std::vector<LoginOutcome> outcomes = LoginThroughSocket(paths.socket, specs, batch);
-    for (size_t k = 0; k < batch.size(); ++k) {
-      if (outcomes[k].status.ok()) {
-        done(batch[k], DaemonLogin{outcomes[k].exists, paths.root, std::nullopt});
-      } else {
-        done(batch[k], outcomes[k].status);
-      }
+    Result<std::vector<LoginOutcome>> outcomes = LoginThroughSocket(paths.socket, specs, batch);
+    if (!outcomes.ok()) {
+      daemon_runs = false;
+      unreachable = outcomes.status();
+      continue;
     }
+    for (size_t k = 0; k < batch.size(); ++k) {
+      const LoginOutcome& o = (*outcomes)[k];
+      done(batch[k], o.status.ok()
+                         ? Result<DaemonLogin>(DaemonLogin{o.exists, paths.root, std::nullopt})
+                         : Result<DaemonLogin>(o.status));
+    }
+    next += batch.size();
   }
-  if (lock >= 0) close(lock);
+  if (created && !daemon_ran) rmdir(paths.root.c_str());
+  if (held_lock >= 0) close(held_lock);
 }
 
 Result<DaemonLogin> LoginToDaemon(LoginSpec spec, const std::string& mountpoint,
@@ -434,7 +453,7 @@ std::vector<HolderState> StaleHolders() {
       continue;
     }
     Result<HolderState> state = ReadHolderState(StateFileOfSocket(socket));
-    if (state.ok() && !HolderProcessAlive(state->pid)) out.push_back(*state);
+    if (state.ok() && !HolderProcessAlive(*state)) out.push_back(*state);
   }
   return out;
 }
@@ -442,7 +461,10 @@ std::vector<HolderState> StaleHolders() {
 void RemoveGoneHolders(const std::string& kind) {
   const std::string dir = StateDir();
   if (!CheckStateDir(dir).ok()) return;
-  const int lock = LockStateDir(dir);
+  // Never waits: nbdkit is serving already, and a login batch may hold the lock a while. What is
+  // left now goes with the next nbdkit.
+  const int lock = TryLockStateDir(dir);
+  if (lock < 0) return;
   bool removed = false;
   for (const std::string& socket : ListHolderSockets(dir)) {
     Result<int> fd = ConnectControl(socket);
@@ -452,7 +474,7 @@ void RemoveGoneHolders(const std::string& kind) {
     }
     const std::string state_file = StateFileOfSocket(socket);
     Result<HolderState> state = ReadHolderState(state_file);
-    if (!state.ok() || state->kind != kind || HolderProcessAlive(state->pid)) continue;
+    if (!state.ok() || state->kind != kind || HolderProcessAlive(*state)) continue;
     Log(LogLevel::kInfo,
         "removing the state of " + kind + " pid " + std::to_string(state->pid) + ", which is gone");
     unlink(socket.c_str());
@@ -460,15 +482,21 @@ void RemoveGoneHolders(const std::string& kind) {
     removed = true;
   }
   if (removed) RemoveFreeSessionIds(dir);
-  if (lock >= 0) close(lock);
+  close(lock);
 }
 
 Result<std::vector<Json>> RescanHolders() {
   std::vector<Json> out;
-  ISER_RETURN_IF_ERROR(ForEachLiveTree([&](int fd, const std::string&) {
+  ISER_RETURN_IF_ERROR(ForEachLiveTree([&](int fd, const std::string& socket) {
     if (!SendMessage(fd, {{"op", "rescan"}}).ok()) return;
     Result<Json> reply = ReceiveMessage(fd, kRescanTimeout);
-    if (reply.ok()) out.push_back(*reply);
+    if (!reply.ok()) return;
+    // Only a tree's rescan knows its root; the others' is in their state file.
+    if (!reply->contains("root")) {
+      Result<HolderState> state = ReadHolderState(StateFileOfSocket(socket));
+      (*reply)["root"] = state.ok() ? state->root : socket;
+    }
+    out.push_back(*reply);
   }));
   return out;
 }

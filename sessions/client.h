@@ -1,12 +1,15 @@
 // The commands' side of the session table: `login` hands a login to the session daemon of a
 // tree, starting the daemon if none runs; `logout`, `session` and `session --rescan` reach every
-// process of this user that holds sessions (a holder: the session daemon, a whole-portal mount)
-// through the sockets in the state directory (state_dir.h). What a holder serves (files in a FUSE
-// tree) is its own business: this layer starts a daemon through the caller's DaemonMain.
+// process of this user that holds sessions (a holder: the session daemon, a whole-portal or
+// single-target mount, nbdkit) through the sockets in the state directory (state_dir.h). What a
+// holder serves (files in a FUSE tree, NBD exports) is its own business: this layer starts a
+// daemon through the caller's DaemonMain.
 //
 // Stale state: a socket nobody listens on (the process was killed) is skipped by logout, session
-// and rescan; the next login to that tree removes it and its state file, unmounts a mount the
-// dead process left (fusermount3 -u -z), says so in a warning, and starts afresh.
+// and rescan; the next login to the daemon's tree removes it and its state file, unmounts a mount
+// the dead process left (fusermount3 -u -z), says so in a warning, and starts afresh. A mount's
+// goes with the next mount on its mount point, an nbdkit's with the next nbdkit
+// (RemoveGoneHolders).
 #pragma once
 
 #include <functional>

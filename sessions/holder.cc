@@ -11,6 +11,7 @@
 #include <chrono>
 #include <cstring>
 #include <set>
+#include <system_error>
 
 #include "initiator/base/log.h"
 #include "initiator/login/negotiation.h"
@@ -107,20 +108,34 @@ Json HolderServer::LoginAll(const Json& logins) {
   std::vector<LoginSpec> specs(n);
   std::vector<Status> results(n);
   std::vector<char> exists(n, 0);
-  for (size_t i = 0; i < n; ++i) results[i] = ParseLoginRequest(logins[i], &specs[i]);
+  // A target asked twice (two records of it) is logged in to once: the later ones run after the
+  // others and find it held.
+  std::vector<size_t> first, later;
+  std::set<std::string> seen;
+  for (size_t i = 0; i < n; ++i) {
+    results[i] = ParseLoginRequest(logins[i], &specs[i]);
+    if (results[i].ok()) (seen.insert(specs[i].url.target).second ? first : later).push_back(i);
+  }
+  auto login = [&](size_t i) {
+    bool e = false;
+    results[i] = holder_->Login(specs[i], &e);
+    exists[i] = e;
+  };
   std::atomic<size_t> next{0};
   auto work = [&] {
-    for (size_t i; (i = next.fetch_add(1)) < n;) {
-      if (!results[i].ok()) continue;
-      bool e = false;
-      results[i] = holder_->Login(specs[i], &e);
-      exists[i] = e;
-    }
+    for (size_t k; (k = next.fetch_add(1)) < first.size();) login(first[k]);
   };
   std::vector<std::thread> workers;
-  for (size_t k = 1; k < std::min(n, kParallelLogins); ++k) workers.emplace_back(work);
+  for (size_t k = 1; k < std::min(first.size(), kParallelLogins); ++k) {
+    try {
+      workers.emplace_back(work);
+    } catch (const std::system_error&) {
+      break;  // no more threads now: fewer logins at once
+    }
+  }
   work();
   for (std::thread& t : workers) t.join();
+  for (size_t i : later) login(i);
   Json replies = Json::array();
   for (size_t i = 0; i < n; ++i) {
     if (results[i].ok()) ids_.For(specs[i].url.target);
@@ -147,7 +162,15 @@ Status HolderServer::Register() {
   Result<int> listen_fd = ListenControl(paths_);
   if (!listen_fd.ok()) return listen_fd.status();
   listen_fd_ = *listen_fd;
-  return WriteHolderState(paths_, HolderState{static_cast<int>(getpid()), paths_.root, kind_});
+  const Status st =
+      WriteHolderState(paths_, HolderState{static_cast<int>(getpid()), paths_.root, kind_, ""});
+  if (!st.ok()) {
+    // Without its state file nobody would ever remove the socket.
+    unlink(paths_.socket.c_str());
+    close(listen_fd_);
+    listen_fd_ = -1;
+  }
+  return st;
 }
 
 void HolderServer::Start(Holder* holder) {
@@ -167,6 +190,8 @@ void HolderServer::SessionsEnded() const {
 
 void HolderServer::Stop() {
   if (control_.joinable()) {
+    // A pipe full of pokes takes no 'q', but wakes the thread all the same.
+    stopping_ = true;
     const char quit = 'q';
     (void)!write(wake_[1], &quit, 1);
     control_.join();
@@ -252,6 +277,7 @@ void HolderServer::ControlMain() {
       Log(LogLevel::kError, std::string("control thread: ") + std::strerror(errno));
       return;
     }
+    if (stopping_) return;
     if (fds[0].revents) {
       char c = 0;
       if (read(wake_[0], &c, 1) == 1) {

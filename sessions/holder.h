@@ -18,6 +18,7 @@
 // logged out returns only when the process has cleaned up.
 #pragma once
 
+#include <atomic>
 #include <memory>
 #include <string>
 #include <thread>
@@ -65,7 +66,8 @@ Json SessionStatus(Session& session, const std::string& target,
 
 class HolderServer {
  public:
-  // kind: "daemon", "portal" or "mount", in the status reply; portal: a whole-portal mount's.
+  // kind: "daemon", "portal", "mount" or "nbdkit", in the status reply; portal: a whole-portal
+  // mount's.
   HolderServer(HolderPaths paths, std::string kind, std::string portal = {});
   HolderServer(const HolderServer&) = delete;
   HolderServer& operator=(const HolderServer&) = delete;
@@ -103,6 +105,7 @@ class HolderServer {
   Holder* holder_ = nullptr;
   int listen_fd_ = -1;
   int wake_[2] = {-1, -1};
+  std::atomic<bool> stopping_{false};
   std::thread control_;
   int reply_fd_ = -1;
   Json reply_;

@@ -19,6 +19,14 @@ namespace iser::sessions {
 
 namespace {
 
+// /proc/<pid>/comm: "self" or a number.
+std::string ProcessName(const std::string& pid) {
+  std::ifstream in("/proc/" + pid + "/comm");
+  std::string name;
+  std::getline(in, name);
+  return name;
+}
+
 // FNV-1a: a stable name for a mount point that fits a socket path (sun_path holds 108 bytes).
 std::string HashName(const std::string& root) {
   uint64_t h = 14695981039346656037ull;
@@ -120,13 +128,25 @@ Status EnsureStateDir(const std::string& dir) {
   return CheckStateDir(dir);
 }
 
-int LockStateDir(const std::string& dir) {
+namespace {
+
+int LockStateDir(const std::string& dir, int how) {
   const int fd = open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (fd >= 0 && flock(fd, LOCK_EX) != 0) {
+  if (fd >= 0 && flock(fd, how) != 0) {
     close(fd);
     return -1;
   }
   return fd;
+}
+
+}  // namespace
+
+int LockStateDir(const std::string& dir) {
+  return LockStateDir(dir, LOCK_EX);
+}
+
+int TryLockStateDir(const std::string& dir) {
+  return LockStateDir(dir, LOCK_EX | LOCK_NB);
 }
 
 constexpr std::string_view kSocketSuffix = ".sock";
@@ -164,8 +184,8 @@ Status WriteHolderState(const HolderPaths& paths, const HolderState& state) {
   const std::string tmp = paths.state_file + ".new";
   const int fd = open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
   if (fd < 0) return Status::IoError("state file " + tmp + ": " + std::strerror(errno));
-  const std::string text =
-      "pid " + std::to_string(state.pid) + "\nroot " + state.root + "\nkind " + state.kind + "\n";
+  const std::string text = "pid " + std::to_string(state.pid) + "\nroot " + state.root + "\nkind " +
+                           state.kind + "\ncomm " + ProcessName("self") + "\n";
   const bool ok = write(fd, text.data(), text.size()) == static_cast<ssize_t>(text.size());
   close(fd);
   if (!ok || rename(tmp.c_str(), paths.state_file.c_str()) != 0) {
@@ -184,6 +204,7 @@ Result<HolderState> ReadHolderState(const std::string& state_file) {
     if (line.rfind("pid ", 0) == 0) state.pid = std::atoi(line.c_str() + 4);
     if (line.rfind("root ", 0) == 0) state.root = line.substr(5);
     if (line.rfind("kind ", 0) == 0) state.kind = line.substr(5);
+    if (line.rfind("comm ", 0) == 0) state.comm = line.substr(5);
   }
   if (state.pid <= 0 || state.root.empty()) {
     return Status::InvalidArgument("malformed state file " + state_file);
@@ -191,20 +212,16 @@ Result<HolderState> ReadHolderState(const std::string& state_file) {
   return state;
 }
 
-bool HolderProcessAlive(int pid) {
-  std::ifstream stat_file("/proc/" + std::to_string(pid) + "/stat");
+bool HolderProcessAlive(const HolderState& state) {
+  const std::string pid = std::to_string(state.pid);
+  std::ifstream stat_file("/proc/" + pid + "/stat");
   std::string line;
   if (!std::getline(stat_file, line)) return false;
   // "pid (comm) state ...": comm may hold spaces and parentheses, the state follows the last ')'.
   const size_t close = line.rfind(')');
   if (close == std::string::npos || close + 2 >= line.size() || line[close + 2] == 'Z')
     return false;
-  std::ifstream theirs("/proc/" + std::to_string(pid) + "/comm");
-  std::ifstream ours("/proc/self/comm");
-  std::string their_comm, our_comm;
-  std::getline(theirs, their_comm);
-  std::getline(ours, our_comm);
-  return their_comm == our_comm;
+  return ProcessName(pid) == (state.comm.empty() ? ProcessName("self") : state.comm);
 }
 
 bool IsMounted(const std::string& root) {

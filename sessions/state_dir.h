@@ -9,8 +9,8 @@
 // as the system sees it, usable only with an explicit mount point). Every process serving a tree
 // keeps in the state directory, named after a hash of its mount point, its control socket
 // (tree-<hash>.sock) and a state file (tree-<hash>.state: "pid <pid>\nroot <mount point>\nkind
-// <kind>\n", mode 0600). A lock on the directory itself (flock) serialises starting and ending tree
-// processes.
+// <kind>\ncomm <process name>\n", mode 0600). A lock on the directory itself (flock) serialises
+// starting and ending tree processes.
 //
 // Whoever can write the state directory can answer the commands in place of a tree process, or
 // make them connect elsewhere: every command checks it (CheckStateDir) before it uses it.
@@ -45,6 +45,8 @@ Status CheckStateDir(const std::string& dir);
 Status EnsureStateDir(const std::string& dir);
 // Takes the state directory's lock (blocking); the descriptor to close to release it, or -1.
 int LockStateDir(const std::string& dir);
+// The same without waiting: -1 also when another process holds it.
+int TryLockStateDir(const std::string& dir);
 // The paths of the tree mounted (or to be mounted) on root, an absolute path.
 HolderPaths PathsForRoot(const std::string& root);
 // The control sockets in the state directory: one per tree process, live or stale.
@@ -56,15 +58,19 @@ std::string StateFileOfSocket(const std::string& socket);
 struct HolderState {
   int pid = 0;
   std::string root;
-  // "daemon", "portal" or "mount" (holder.h); empty in a state file written before kinds were.
+  // "daemon", "portal", "mount" or "nbdkit" (holder.h); empty in a state file written before
+  // kinds were.
   std::string kind;
+  // The process's name (/proc/PID/comm) when it wrote the file; WriteHolderState fills it in.
+  std::string comm;
 };
 Status WriteHolderState(const HolderPaths& paths, const HolderState& state);
 Result<HolderState> ReadHolderState(const std::string& state_file);
 
-// The process of a state file still runs: it exists, is not a zombie, and is an iser-connect
-// (a pid the system reused for another program is not).
-bool HolderProcessAlive(int pid);
+// The process of a state file still runs: it exists, is not a zombie, and has the name the state
+// file gives (a pid the system reused for another program does not; a file without a name:
+// this process's).
+bool HolderProcessAlive(const HolderState& state);
 
 // root is a mount point now (in /proc/self/mountinfo).
 bool IsMounted(const std::string& root);

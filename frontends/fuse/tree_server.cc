@@ -49,8 +49,8 @@ class TreeServer : public Holder {
 
   Status Serve(const std::vector<LoginSpec>& initial, ReadyReporter* ready);
 
-  // Holder: the control thread's requests. A login whose process options differ from this
-  // tree's is refused (CheckServeOptions).
+  // Holder: the control thread's requests (Login also on the threads of a batch, holder.h). A
+  // login whose process options differ from this tree's is refused (CheckServeOptions).
   Status Login(const LoginSpec& spec, bool* exists) override;
   Json Logout(const Json& request, bool* last) override;
   Json Sessions(const std::string& only_target) override;

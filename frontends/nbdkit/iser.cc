@@ -93,6 +93,10 @@ struct Target {
   // The disk LUNs the last list showed, to log what changed since (the target adds and deletes
   // LUNs while we serve it; its UNIT ATTENTION 3F/0E is logged by the session).
   std::optional<std::set<uint64_t>> listed ISER_GUARDED_BY(mu);
+  // The session as the session table sees it: mu is held across logins and SCSI commands, which
+  // the table's requests must not wait for (sessions/holder.h). Taken after mu, never before.
+  iser::Mutex table_mu;
+  std::shared_ptr<iser::Session> table_session ISER_GUARDED_BY(table_mu);
 };
 
 // Serving state, set up in get_ready and fixed from then on (each Target guards its own state).
@@ -172,6 +176,8 @@ Result<std::shared_ptr<iser::Session>> SessionOf(Target& t) {
     return Status(s.status().code(), t.url.Redacted() + ": " + s.status().message());
   }
   t.session = std::move(*s);
+  iser::MutexLock table_lock(&t.table_mu);
+  t.table_session = t.session;
   return t.session;
 }
 
@@ -463,6 +469,16 @@ class NbdkitHolder : public iser::sessions::Holder {
   iser::sessions::Json Logout(const iser::sessions::Json& request, bool* last) override {
     const std::vector<std::string> held = TargetsWithSessions();
     const std::string target = request.value("target", std::string());
+    if (held.empty()) {
+      // A whole portal none of whose targets a client used yet: nothing to log out of, and
+      // nbdkit keeps serving.
+      if (!request.value("all", false)) {
+        return iser::sessions::ReplyFor(Status::NotFound("no session with " + target));
+      }
+      iser::sessions::Json reply = iser::sessions::ReplyFor(Status::OK());
+      reply["targets"] = iser::sessions::Json::array();
+      return reply;
+    }
     if (!request.value("all", false)) {
       if (std::find(held.begin(), held.end(), target) == held.end()) {
         return iser::sessions::ReplyFor(Status::NotFound("no session with " + target));
@@ -483,9 +499,13 @@ class NbdkitHolder : public iser::sessions::Holder {
     iser::sessions::Json out = iser::sessions::Json::array();
     for (const std::unique_ptr<Target>& t : g_targets) {
       if (!only_target.empty() && t->url.target != only_target) continue;
-      iser::MutexLock lock(&t->mu);
-      if (t->session)
-        out.push_back(iser::sessions::SessionStatus(*t->session, t->url.target, {}, false));
+      iser::MutexLock lock(&t->table_mu);
+      if (!t->table_session) continue;
+      iser::sessions::Json status =
+          iser::sessions::SessionStatus(*t->table_session, t->url.target, {}, false);
+      // Whether its exports are read-only is nbdkit's -r, which a plugin is not told.
+      status.erase("read_only");
+      out.push_back(std::move(status));
     }
     return out;
   }
@@ -497,8 +517,8 @@ class NbdkitHolder : public iser::sessions::Holder {
   static std::vector<std::string> TargetsWithSessions() {
     std::vector<std::string> held;
     for (const std::unique_ptr<Target>& t : g_targets) {
-      iser::MutexLock lock(&t->mu);
-      if (t->session) held.push_back(t->url.target);
+      iser::MutexLock lock(&t->table_mu);
+      if (t->table_session) held.push_back(t->url.target);
     }
     return held;
   }
@@ -541,6 +561,10 @@ void IserCleanup() {
   if (g_holder_server) g_holder_server->Stop();
   for (const std::unique_ptr<Target>& t : g_targets) {
     iser::MutexLock lock(&t->mu);
+    {
+      iser::MutexLock table_lock(&t->table_mu);
+      t->table_session.reset();
+    }
     t->devices.clear();
     if (!t->session) continue;
     if (Status st = t->session->Close(); !st.ok()) {

@@ -23,6 +23,11 @@ NBD_LIB_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 requires nbdkit
 [ -f "$NBD_PLUGIN" ] || fail "no plugin at $NBD_PLUGIN"
 
+# The test's own session table, where nbdkit registers (docs/sessions.md): never the user's, and
+# tests that run at once never see each other's.
+temp_dir NBD_RUNTIME_DIR run
+export ISER_CONNECT_RUNTIME_DIR=$NBD_RUNTIME_DIR
+
 NBD_ENV=()
 if readelf -d "$NBD_PLUGIN" | grep -q 'NEEDED.*libasan'; then
   NBD_ENV=(LD_PRELOAD="$(gcc -print-file-name=libasan.so)" ASAN_OPTIONS=detect_leaks=0)

@@ -12,11 +12,15 @@ requires nbdinfo nbdcopy cmp
 [ -x "$ISER_CONNECT" ] || fail "no iser-connect at $ISER_CONNECT"
 
 temp_dir WORK table
-export ISER_CONNECT_RUNTIME_DIR=$WORK/run
-mkdir "$ISER_CONNECT_RUNTIME_DIR"
-STATE_DIR=$ISER_CONNECT_RUNTIME_DIR/iser-connect.d
+STATE_DIR=$ISER_CONNECT_RUNTIME_DIR/iser-connect.d  # lib.sh's, the test's own
 ic() { timeout 60 "$ISER_CONNECT" "$@"; }
 state_empty() { [ -z "$(ls -A "$STATE_DIR" 2>/dev/null)" ]; }
+# nbdkit writes its pid file before the plugin's after_fork, where it registers: wait for that.
+registered() { grep -qsx "pid $(cat "$NBD_DIR/pid")" "$STATE_DIR"/tree-*.state; }
+nbd_start_registered() {
+  nbd_start "$@"
+  wait_for 30 registered || fail "nbdkit did not register: $(ls -A "$STATE_DIR" 2>&1)"
+}
 
 tgt_start
 T1=iqn.2026-11.test:t1
@@ -27,7 +31,7 @@ tgt_target 2 "$T2"
 tgt_lun 2 1 16M
 U1=iscsi://127.0.0.1:$TGT_PORT/$T1
 
-nbd_start "$U1"
+nbd_start_registered "$U1"
 server=$(cat "$NBD_DIR/pid")
 out=$(ic session) || fail "session: $out"
 grep -qx "tcp: \[1\] 127.0.0.1:$TGT_PORT,1 $T1 (non-flash)" <<<"$out" || fail "session: $out"
@@ -48,7 +52,10 @@ expect_exit 21 "no active sessions" "$ISER_CONNECT" session
 nbd_stop
 echo "logout -T ends nbdkit after logging out: ok"
 
-nbd_start "iscsi://127.0.0.1:$TGT_PORT"
+nbd_start_registered "iscsi://127.0.0.1:$TGT_PORT"
+# No client used a target yet: nbdkit holds no session, and a logout of everything leaves it be.
+expect_exit 21 "no active sessions" "$ISER_CONNECT" logout --all
+kill -0 "$(cat "$NBD_DIR/pid")" || fail "logout --all ended an nbdkit that held no session"
 for t in "$T1" "$T2"; do
   timeout 30 nbdinfo --size "$(nbd_uri "$t/1")" >/dev/null || fail "nbdinfo of $t/1"
 done
@@ -63,13 +70,13 @@ state_empty || fail "nbdkit's state is left: $(ls -A "$STATE_DIR")"
 nbd_stop
 echo "a whole portal's sessions end together: ok"
 
-nbd_start "$U1"
+nbd_start_registered "$U1"
 killed=$(cat "$NBD_DIR/pid")
 kill -9 "$killed"
 nbd_stop
 expect_exit 21 "the process that served $U1 \\(pid $killed\\) is gone and left its state behind: the next nbdkit" \
   "$ISER_CONNECT" session
-nbd_start "$U1"
+nbd_start_registered "$U1"
 ! grep -lx "pid $killed" "$STATE_DIR"/*.state || fail "the killed nbdkit's state is still there"
 [ "$(ls "$STATE_DIR"/*.sock | wc -l)" = 1 ] || fail "sockets: $(ls "$STATE_DIR")"
 ic session | grep -q " $T1 (non-flash)$" || fail "the new nbdkit is not listed"

@@ -146,6 +146,12 @@ TEST_F(TreePathsTest, StateFileRoundTripsAndIsPrivate) {
   EXPECT_EQ(back->pid, 4242);
   EXPECT_EQ(back->root, "/mnt/with space");
   EXPECT_EQ(back->kind, "mount");
+  // The writer's name: a live process is this one only under that name (nbdkit's is "nbdkit").
+  EXPECT_FALSE(back->comm.empty());
+  back->pid = static_cast<int>(getpid());
+  EXPECT_TRUE(HolderProcessAlive(*back));
+  back->comm = "not-" + back->comm;
+  EXPECT_FALSE(HolderProcessAlive(*back));
   struct stat st;
   ASSERT_EQ(stat(p.state_file.c_str(), &st), 0);
   EXPECT_EQ(st.st_mode & 0777, 0600u);
