@@ -11,6 +11,8 @@
 #   check DESCRIPTION COMMAND...               # soft checks: see below
 #   expect_exit CODE PATTERN COMMAND...
 #   checks_done
+#   sanitizer_preload VAR LIBRARY              # VAR=(the environment a program not built with
+#                                              # sanitizers needs to load LIBRARY of such a build)
 #
 # A test never skips: a missing program, file or device is a failure that says what is missing.
 # The cleanup stack runs from the EXIT trap this library installs, also when the script fails or
@@ -151,6 +153,20 @@ if ! declare -F cleanup_push >/dev/null; then
   checks_done() {
     echo "$CHECKS_FAILED failed"
     [ "$CHECKS_FAILED" -eq 0 ]
+  }
+
+  # A library of a sanitizer build (-DISER_SANITIZE=ON, -DISER_TSAN=ON: an nbdkit plugin) needs
+  # its sanitizer's runtime loaded before anything else, which a program built without one (nbdkit)
+  # does not do: LD_PRELOAD it. Leak checking is off, since that program's allocations are not
+  # ours to judge. Empty for a build without sanitizers.
+  sanitizer_preload() {
+    local -n env_out=$1
+    env_out=()
+    if readelf -d "$2" | grep -q 'NEEDED.*libasan'; then
+      env_out=(LD_PRELOAD="$(gcc -print-file-name=libasan.so)" ASAN_OPTIONS=detect_leaks=0)
+    elif readelf -d "$2" | grep -q 'NEEDED.*libtsan'; then
+      env_out=(LD_PRELOAD="$(gcc -print-file-name=libtsan.so)")
+    fi
   }
 
 fi

@@ -28,13 +28,7 @@ requires nbdkit
 temp_dir NBD_RUNTIME_DIR run
 export ISER_CONNECT_RUNTIME_DIR=$NBD_RUNTIME_DIR
 
-NBD_ENV=()
-if readelf -d "$NBD_PLUGIN" | grep -q 'NEEDED.*libasan'; then
-  NBD_ENV=(LD_PRELOAD="$(gcc -print-file-name=libasan.so)" ASAN_OPTIONS=detect_leaks=0)
-elif readelf -d "$NBD_PLUGIN" | grep -q 'NEEDED.*libtsan'; then
-  # The same for -DISER_TSAN=ON: ThreadSanitizer's runtime must be in place before any thread.
-  NBD_ENV=(LD_PRELOAD="$(gcc -print-file-name=libtsan.so)")
-fi
+sanitizer_preload NBD_ENV "$NBD_PLUGIN"
 
 # nbd_fails PATTERN ARGS...: nbdkit with the plugin and ARGS must exit non-zero at start-up,
 # printing an error that matches the extended regex PATTERN.
