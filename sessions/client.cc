@@ -11,6 +11,7 @@
 #include <cstring>
 #include <map>
 #include <set>
+#include <thread>
 
 #include "initiator/base/log.h"
 #include "sessions/holder.h"
@@ -87,6 +88,16 @@ Status CleanStale(const HolderPaths& paths) {
   return Status::OK();
 }
 
+// Waits, at most kExitTimeout, for the process of the tree's state file to be gone.
+void WaitForEnd(const HolderPaths& paths) {
+  const auto until = std::chrono::steady_clock::now() + kExitTimeout;
+  while (std::chrono::steady_clock::now() < until) {
+    Result<HolderState> state = ReadHolderState(paths.state_file);
+    if (!state.ok() || !HolderProcessAlive(*state)) return;
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+}
+
 // Starts the daemon for the tree, logging in to spec first. Returns in the parent only.
 Status StartDaemon(const HolderPaths& paths, const LoginSpec& spec, const DaemonMain& daemon_main,
                    int lock) {
@@ -147,7 +158,11 @@ Result<std::vector<LoginOutcome>> LoginThroughSocket(const std::string& socket,
     per_round = std::max(per_round, LoginReplyTimeout(specs[i].options));
     logins.push_back(LoginRequest(specs[i]));
   }
-  const size_t rounds = (which.size() + kParallelLogins - 1) / kParallelLogins;
+  // A target asked twice waits for the others (HolderServer::LoginAll): a round each.
+  std::set<std::string> targets;
+  for (size_t i : which) targets.insert(specs[i].url.target);
+  const size_t rounds =
+      (targets.size() + kParallelLogins - 1) / kParallelLogins + (which.size() - targets.size());
   std::vector<LoginOutcome> out(which.size());
   Result<int> fd = ConnectControl(socket);
   if (!fd.ok()) return fd.status();
@@ -280,7 +295,16 @@ void LoginAllToDaemon(std::vector<LoginSpec> specs, const std::string& mountpoin
       if (Result<int> fd = ConnectControl(paths.socket); fd.ok()) {
         close(*fd);
         daemon_runs = true;
-      } else if (const Status clean = CleanStale(paths); !clean.ok()) {
+      } else if (Status clean = CleanStale(paths); !clean.ok()) {
+        // The daemon this batch used is ending (a logout elsewhere took its last session): its
+        // state goes once it has unmounted, without the lock, which its end needs.
+        if (daemon_ran && clean.code() == StatusCode::kAborted) {
+          close(held_lock);
+          held_lock = -1;
+          unreachable = clean;
+          WaitForEnd(paths);
+          continue;
+        }
         fail_all(clean, next);
         break;
       }
@@ -461,8 +485,8 @@ std::vector<HolderState> StaleHolders() {
 void RemoveGoneHolders(const std::string& kind) {
   const std::string dir = StateDir();
   if (!CheckStateDir(dir).ok()) return;
-  // Never waits: nbdkit is serving already, and a login batch may hold the lock a while. What is
-  // left now goes with the next nbdkit.
+  // Never waits: nbdkit is serving already, and a daemon starting holds the lock until it is
+  // ready. What is left now goes with a later nbdkit.
   const int lock = TryLockStateDir(dir);
   if (lock < 0) return;
   bool removed = false;

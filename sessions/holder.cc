@@ -183,6 +183,7 @@ void HolderServer::PokeRescan() const {
   if (wake_[1] >= 0) (void)!write(wake_[1], &c, 1);
 }
 
+// A full wake pipe drops the poke: the SIDs are then given back at the next full listing.
 void HolderServer::SessionsEnded() const {
   const char c = 'e';
   if (wake_[1] >= 0) (void)!write(wake_[1], &c, 1);

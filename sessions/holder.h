@@ -39,7 +39,7 @@ class Holder {
  public:
   virtual ~Holder() = default;
   // A login request: logs in to spec's target; *exists when it holds a session with it already.
-  // A batch calls it from up to kParallelLogins threads at once, with the same target or not.
+  // A batch calls it from up to kParallelLogins threads at once, for different targets.
   virtual Status Login(const LoginSpec& spec, bool* exists) = 0;
   // A logout request ({"target": IQN} or {"all": true}): the reply (control.h); *last when no
   // session is left.

@@ -160,12 +160,15 @@ if ! declare -F cleanup_push >/dev/null; then
   # does not do: LD_PRELOAD it. Leak checking is off, since that program's allocations are not
   # ours to judge. Empty for a build without sanitizers.
   sanitizer_preload() {
-    local -n env_out=$1
-    env_out=()
-    if readelf -d "$2" | grep -q 'NEEDED.*libasan'; then
-      env_out=(LD_PRELOAD="$(gcc -print-file-name=libasan.so)" ASAN_OPTIONS=detect_leaks=0)
-    elif readelf -d "$2" | grep -q 'NEEDED.*libtsan'; then
-      env_out=(LD_PRELOAD="$(gcc -print-file-name=libtsan.so)")
+    local -n sanitizer_preload_out=$1
+    local needed
+    needed=$(readelf -d "$2")
+    sanitizer_preload_out=()
+    if grep -q 'NEEDED.*libasan' <<<"$needed"; then
+      sanitizer_preload_out=(LD_PRELOAD="$(gcc -print-file-name=libasan.so)"
+                             ASAN_OPTIONS=detect_leaks=0)
+    elif grep -q 'NEEDED.*libtsan' <<<"$needed"; then
+      sanitizer_preload_out=(LD_PRELOAD="$(gcc -print-file-name=libtsan.so)")
     fi
   }
 

@@ -95,6 +95,33 @@ TEST_F(ConnectTest, ATargetSendTargetsDoesNotReportAddsNothing) {
   EXPECT_TRUE(so->alternate_portals.empty());
 }
 
+// A scripted discovery target's answer to a Text Request: text, whole, in one final PDU.
+void AnswerText(FakeTarget& t, const FakePdu& req, const std::string& text) {
+  Bhs rsp = test::ResponseHeader(Opcode::kTextResponse, req.bhs.itt(), t.next_statsn(), 2, 64);
+  rsp.set_flags(kFinalBit);
+  rsp.set_u32(bhs::kTtt, kReservedTag);
+  rsp.set_data_segment_length(static_cast<uint32_t>(text.size()));
+  t.Send(rsp, std::vector<uint8_t>(text.begin(), text.end()));
+}
+
+// Answers the discovery session's Logout Request, when it comes.
+void AnswerLogout(FakeTarget& t) {
+  FakePdu logout;
+  if (t.Read(&logout) && logout.bhs.opcode() == Opcode::kLogoutRequest) {
+    t.Send(test::ResponseHeader(Opcode::kLogoutResponse, logout.bhs.itt(), t.next_statsn(), 2, 64));
+  }
+}
+
+// PrepareSession of a URL, as a login does before it logs in (its discovery included).
+Result<SessionOptions> PrepareFor(const std::string& url_text) {
+  Result<IscsiUrl> url = ParseIscsiUrl(url_text);
+  if (!url.ok()) return url.status();
+  ConnectOptions options;
+  options.initiator_name = "iqn.2026-11.io.iser-connect.test:initiator";
+  options.login_timeout = std::chrono::seconds(5);
+  return PrepareSession(*url, options);
+}
+
 // A target with portals in several portal groups, as LIO reports them: every one of them is an
 // alternate, after the URL's, once. A scripted target, because tgtd's SendTargets reports only
 // the address the discovery connection arrived at, never a target's other portals.
@@ -115,25 +142,12 @@ TEST(ConnectFakeTarget, EveryDiscoveredPortalOfTheTargetInEveryGroupFollowsTheUr
                     {"TargetAddress", "[2001:db8::1]:3262,2"},
                     {"TargetAddress", "192.0.2.9:3260,3"},
                     {"TargetAddress", "192.0.2.1:3260,4"}});
-    Bhs rsp = test::ResponseHeader(Opcode::kTextResponse, req.bhs.itt(), t.next_statsn(), 2, 64);
-    rsp.set_flags(kFinalBit);
-    rsp.set_u32(bhs::kTtt, kReservedTag);
-    rsp.set_data_segment_length(static_cast<uint32_t>(answer.size()));
-    t.Send(rsp, std::vector<uint8_t>(answer.begin(), answer.end()));
-    FakePdu logout;
-    if (t.Read(&logout) && logout.bhs.opcode() == Opcode::kLogoutRequest) {
-      t.Send(
-          test::ResponseHeader(Opcode::kLogoutResponse, logout.bhs.itt(), t.next_statsn(), 2, 64));
-    }
+    AnswerText(t, req, answer);
+    AnswerLogout(t);
   });
   own_port = fake.port();
-  Result<IscsiUrl> url = ParseIscsiUrl("iscsi://127.0.0.1:" + std::to_string(own_port.load()) +
-                                       "/" + target + "?portal=192.0.2.9:3260");
-  ASSERT_TRUE(url.ok()) << url.status().ToString();
-  ConnectOptions options;
-  options.initiator_name = "iqn.2026-11.io.iser-connect.test:initiator";
-  options.login_timeout = std::chrono::seconds(5);
-  Result<SessionOptions> so = PrepareSession(*url, options);
+  Result<SessionOptions> so = PrepareFor("iscsi://127.0.0.1:" + std::to_string(own_port.load()) +
+                                         "/" + target + "?portal=192.0.2.9:3260");
   ASSERT_TRUE(so.ok()) << so.status().ToString();
   EXPECT_TRUE(asked) << "no SendTargets";
   EXPECT_EQ(so->alternate_portals,
@@ -147,13 +161,6 @@ TEST(ConnectFakeTarget, ATargetWithoutAnAnswerForItsNameIsAskedForAll) {
   const std::string target = "iqn.2026-11.io.iser-connect.test:fake";
   std::vector<std::string> asked;
   std::mutex mu;
-  auto answer = [](FakeTarget& t, const FakePdu& req, const std::string& text) {
-    Bhs rsp = test::ResponseHeader(Opcode::kTextResponse, req.bhs.itt(), t.next_statsn(), 2, 64);
-    rsp.set_flags(kFinalBit);
-    rsp.set_u32(bhs::kTtt, kReservedTag);
-    rsp.set_data_segment_length(static_cast<uint32_t>(text.size()));
-    t.Send(rsp, std::vector<uint8_t>(text.begin(), text.end()));
-  };
   FakeTarget fake({}, [&](FakeTarget& t) {
     for (int i = 0; i < 2; ++i) {
       FakePdu req;
@@ -162,23 +169,15 @@ TEST(ConnectFakeTarget, ATargetWithoutAnAnswerForItsNameIsAskedForAll) {
         std::lock_guard<std::mutex> lock(mu);
         asked.emplace_back(req.data.begin(), req.data.end());
       }
-      answer(t, req,
-             i == 0 ? std::string()
-                    : EncodeText({{"TargetName", target}, {"TargetAddress", "192.0.2.1:3260,1"}}));
+      AnswerText(t, req,
+                 i == 0
+                     ? std::string()
+                     : EncodeText({{"TargetName", target}, {"TargetAddress", "192.0.2.1:3260,1"}}));
     }
-    FakePdu logout;
-    if (t.Read(&logout) && logout.bhs.opcode() == Opcode::kLogoutRequest) {
-      t.Send(
-          test::ResponseHeader(Opcode::kLogoutResponse, logout.bhs.itt(), t.next_statsn(), 2, 64));
-    }
+    AnswerLogout(t);
   });
-  Result<IscsiUrl> url =
-      ParseIscsiUrl("iscsi://127.0.0.1:" + std::to_string(fake.port()) + "/" + target);
-  ASSERT_TRUE(url.ok()) << url.status().ToString();
-  ConnectOptions options;
-  options.initiator_name = "iqn.2026-11.io.iser-connect.test:initiator";
-  options.login_timeout = std::chrono::seconds(5);
-  Result<SessionOptions> so = PrepareSession(*url, options);
+  Result<SessionOptions> so =
+      PrepareFor("iscsi://127.0.0.1:" + std::to_string(fake.port()) + "/" + target);
   ASSERT_TRUE(so.ok()) << so.status().ToString();
   std::lock_guard<std::mutex> lock(mu);
   ASSERT_EQ(asked.size(), 2u);

@@ -46,7 +46,8 @@ nbd_fails() {
 }
 
 # nbd_start [nbdkit options --] URL [params...]: serves on a fresh Unix socket $NBD_SOCK and
-# returns once nbdkit is ready (it writes the pid file after get_ready and after_fork).
+# returns once nbdkit has written its pid file: after get_ready, but before the plugin's
+# after_fork (its login for good and its registration in the session table) has ended.
 nbd_start() {
   local opts=()
   if [[ " $* " == *" -- "* ]]; then
