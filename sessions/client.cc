@@ -154,13 +154,13 @@ Result<std::vector<LoginOutcome>> LoginThroughSocket(const std::string& socket,
                                                      const std::vector<size_t>& which) {
   milliseconds per_round{0};
   Json logins = Json::array();
+  std::set<std::string> targets;
   for (size_t i : which) {
     per_round = std::max(per_round, LoginReplyTimeout(specs[i].options));
     logins.push_back(LoginRequest(specs[i]));
+    targets.insert(specs[i].url.target);
   }
   // A target asked twice waits for the others (HolderServer::LoginAll): a round each.
-  std::set<std::string> targets;
-  for (size_t i : which) targets.insert(specs[i].url.target);
   const size_t rounds =
       (targets.size() + kParallelLogins - 1) / kParallelLogins + (which.size() - targets.size());
   std::vector<LoginOutcome> out(which.size());
@@ -193,15 +193,12 @@ Result<std::vector<LoginOutcome>> LoginThroughSocket(const std::string& socket,
   return out;
 }
 
-// The holders' sessions with these targets, by target: one filtered status for one target, one
-// listing of the whole table for more.
+// The holders' sessions with these targets, by target (the first holder found for each). One
+// target: a filtered status, which costs a holder one entry; more: one listing of the table.
 std::map<std::string, HeldSession> HeldTargets(const std::set<std::string>& targets) {
   std::map<std::string, HeldSession> held;
-  if (targets.size() == 1) {
-    if (std::optional<HeldSession> h = HolderOf(*targets.begin())) held[*targets.begin()] = *h;
-    return held;
-  }
-  Result<std::vector<Json>> replies = HolderStatuses();
+  Result<std::vector<Json>> replies =
+      HolderStatuses(targets.size() == 1 ? *targets.begin() : std::string());
   if (!replies.ok()) return held;
   for (const Json& reply : *replies) {
     for (const Json& session : reply.value("sessions", Json::array())) {
@@ -212,6 +209,22 @@ std::map<std::string, HeldSession> HeldTargets(const std::set<std::string>& targ
     }
   }
   return held;
+}
+
+// Calls fn(socket, state file, state) for each holder that is gone: nobody listens on its socket,
+// and the process its state file names no longer runs.
+template <typename Fn>
+void ForEachGoneHolder(const std::string& dir, Fn&& fn) {
+  for (const std::string& socket : ListHolderSockets(dir)) {
+    Result<int> fd = ConnectControl(socket);
+    if (fd.ok()) {
+      close(*fd);
+      continue;
+    }
+    const std::string state_file = StateFileOfSocket(socket);
+    Result<HolderState> state = ReadHolderState(state_file);
+    if (state.ok() && !HolderProcessAlive(*state)) fn(socket, state_file, *state);
+  }
 }
 
 }  // namespace
@@ -440,16 +453,9 @@ LogoutResult LogoutOfHolders(const LogoutSelection& which) {
 }
 
 std::optional<HeldSession> HolderOf(const std::string& target) {
-  Result<std::vector<Json>> statuses = HolderStatuses(target);
-  if (!statuses.ok()) return std::nullopt;
-  for (const Json& reply : *statuses) {
-    for (const Json& s : reply.value("sessions", Json::array())) {
-      if (s.value("target", std::string()) == target) {
-        return HeldSession{reply.value("root", std::string()), s};
-      }
-    }
-  }
-  return std::nullopt;
+  std::map<std::string, HeldSession> held = HeldTargets({target});
+  if (held.empty()) return std::nullopt;
+  return held.begin()->second;
 }
 
 Result<std::vector<Json>> HolderStatuses(const std::string& only_target) {
@@ -470,15 +476,9 @@ std::vector<HolderState> StaleHolders() {
   std::vector<HolderState> out;
   const std::string dir = StateDir();
   if (!CheckStateDir(dir).ok()) return out;
-  for (const std::string& socket : ListHolderSockets(dir)) {
-    Result<int> fd = ConnectControl(socket);
-    if (fd.ok()) {
-      close(*fd);
-      continue;
-    }
-    Result<HolderState> state = ReadHolderState(StateFileOfSocket(socket));
-    if (state.ok() && !HolderProcessAlive(*state)) out.push_back(*state);
-  }
+  ForEachGoneHolder(dir, [&](const std::string&, const std::string&, const HolderState& state) {
+    out.push_back(state);
+  });
   return out;
 }
 
@@ -490,21 +490,15 @@ void RemoveGoneHolders(const std::string& kind) {
   const int lock = TryLockStateDir(dir);
   if (lock < 0) return;
   bool removed = false;
-  for (const std::string& socket : ListHolderSockets(dir)) {
-    Result<int> fd = ConnectControl(socket);
-    if (fd.ok()) {
-      close(*fd);
-      continue;
-    }
-    const std::string state_file = StateFileOfSocket(socket);
-    Result<HolderState> state = ReadHolderState(state_file);
-    if (!state.ok() || state->kind != kind || HolderProcessAlive(*state)) continue;
-    Log(LogLevel::kInfo,
-        "removing the state of " + kind + " pid " + std::to_string(state->pid) + ", which is gone");
-    unlink(socket.c_str());
-    unlink(state_file.c_str());
-    removed = true;
-  }
+  ForEachGoneHolder(
+      dir, [&](const std::string& socket, const std::string& state_file, const HolderState& state) {
+        if (state.kind != kind) return;
+        Log(LogLevel::kInfo, "removing the state of " + kind + " pid " + std::to_string(state.pid) +
+                                 ", which is gone");
+        unlink(socket.c_str());
+        unlink(state_file.c_str());
+        removed = true;
+      });
   if (removed) RemoveFreeSessionIds(dir);
   close(lock);
 }

@@ -178,15 +178,18 @@ void HolderServer::Start(Holder* holder) {
   control_ = std::thread([this] { ControlMain(); });
 }
 
-void HolderServer::PokeRescan() const {
-  const char c = 'r';
-  if (wake_[1] >= 0) (void)!write(wake_[1], &c, 1);
+// A full wake pipe drops the poke: a rescan is then not made, SIDs are given back at the next
+// full listing.
+void HolderServer::Poke(char what) const {
+  if (wake_[1] >= 0) (void)!write(wake_[1], &what, 1);
 }
 
-// A full wake pipe drops the poke: the SIDs are then given back at the next full listing.
+void HolderServer::PokeRescan() const {
+  Poke('r');
+}
+
 void HolderServer::SessionsEnded() const {
-  const char c = 'e';
-  if (wake_[1] >= 0) (void)!write(wake_[1], &c, 1);
+  Poke('e');
 }
 
 void HolderServer::Stop() {
@@ -230,13 +233,7 @@ bool HolderServer::Handle(int fd) {
   const std::string op = request->value("op", std::string());
   Json reply;
   if (op == "login") {
-    LoginSpec spec;
-    Status st = ParseLoginRequest(*request, &spec);
-    bool exists = false;
-    if (st.ok()) st = holder_->Login(spec, &exists);
-    if (st.ok()) ids_.For(spec.url.target);
-    reply = ReplyFor(st);
-    reply["exists"] = exists;
+    reply = LoginAll(Json::array({*request})).at(0);
   } else if (op == "logins") {
     reply = ReplyFor(Status::OK());
     reply["results"] = LoginAll(request->value("logins", Json::array()));

@@ -89,6 +89,8 @@ class HolderServer {
   void Finish();
 
  private:
+  // Wakes the control thread with what to do; async-signal-safe.
+  void Poke(char what) const;
   void ControlMain();
   // One connection; false when the process must end (the reply waits in reply_fd_).
   bool Handle(int fd);

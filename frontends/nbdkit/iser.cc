@@ -469,28 +469,19 @@ class NbdkitHolder : public iser::sessions::Holder {
   iser::sessions::Json Logout(const iser::sessions::Json& request, bool* last) override {
     const std::vector<std::string> held = TargetsWithSessions();
     const std::string target = request.value("target", std::string());
-    if (held.empty()) {
-      // A whole portal none of whose targets a client used yet: nothing to log out of, and
-      // nbdkit keeps serving.
-      if (!request.value("all", false)) {
-        return iser::sessions::ReplyFor(Status::NotFound("no session with " + target));
-      }
-      iser::sessions::Json reply = iser::sessions::ReplyFor(Status::OK());
-      reply["targets"] = iser::sessions::Json::array();
-      return reply;
+    const bool all = request.value("all", false);
+    if (!all && std::find(held.begin(), held.end(), target) == held.end()) {
+      return iser::sessions::ReplyFor(Status::NotFound("no session with " + target));
     }
-    if (!request.value("all", false)) {
-      if (std::find(held.begin(), held.end(), target) == held.end()) {
-        return iser::sessions::ReplyFor(Status::NotFound("no session with " + target));
-      }
-      if (held.size() > 1) {
-        return iser::sessions::ReplyFor(Status::NotSupported(
-            "nbdkit (pid " + std::to_string(getpid()) + ") serves " + g_url->Redacted() + " with " +
-            std::to_string(held.size()) +
-            " sessions, which end together with it: logout --all, or stop that nbdkit"));
-      }
+    if (!all && held.size() > 1) {
+      return iser::sessions::ReplyFor(Status::NotSupported(
+          "nbdkit (pid " + std::to_string(getpid()) + ") serves " + g_url->Redacted() + " with " +
+          std::to_string(held.size()) +
+          " sessions, which end together with it: logout --all, or stop that nbdkit"));
     }
-    *last = true;
+    // A whole portal none of whose targets a client used yet has nothing to log out of, and
+    // keeps serving.
+    *last = !held.empty();
     iser::sessions::Json reply = iser::sessions::ReplyFor(Status::OK());
     reply["targets"] = held;
     return reply;
