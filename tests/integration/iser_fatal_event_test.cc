@@ -59,6 +59,7 @@ struct Workload {
   std::atomic<bool> stop{false};
   std::atomic<int> running{0};
   std::atomic<uint64_t> verified{0};  // write + read back + compare done
+  std::atomic<int> in_io{0};          // writers inside a Write or Read now
   std::atomic<int> mismatches{0};
   std::mutex mu;
   std::vector<std::string> errors;  // guarded by mu
@@ -74,12 +75,20 @@ struct Workload {
     while (!stop) {
       const uint32_t len = kSizes[rng() % 3];
       const uint64_t at = (rng() % ((kRegion - len) / 4096 + 1)) * 4096;
-      for (uint32_t i = 0; i < len; ++i) out[i] = static_cast<uint8_t>(rng());
+      // One random word per 8 bytes, stamped with its offset: cheap enough under the
+      // sanitizers that the writers spend their time in I/O, so the event finds tasks in flight.
+      const uint64_t seed = (static_cast<uint64_t>(rng()) << 32) | rng();
+      for (uint32_t i = 0; i < len; i += 8) {
+        const uint64_t word = seed ^ (static_cast<uint64_t>(i) * 0x9e3779b97f4a7c15ull);
+        std::memcpy(out.data() + i, &word, 8);
+      }
+      ++in_io;
       Status st = dev->Write(base + at, out.data(), len);
       if (st.ok()) {
         std::memcpy(shadow.data() + at, out.data(), len);
         st = dev->Read(base + at, back.data(), len);
       }
+      --in_io;
       if (!st.ok()) {
         std::lock_guard lock(mu);
         errors.push_back(st.ToString());
@@ -170,6 +179,10 @@ TEST_P(IserFatalEvent, MidIoEndsTheConnectionNamingItAndRecoveryLosesNothing) {
       << "the writers verified only " << load.verified << " I/Os in 20 s before the event";
   ASSERT_EQ(session->stats().recoveries, 0u) << session->stats().last_loss;
 
+  // Raised while most writers are inside an I/O, so that there is something to replay (a
+  // check, not a guarantee: the test fails below if nothing was in flight after all).
+  ASSERT_TRUE(WaitFor(std::chrono::seconds(10), [&] { return load.in_io >= kWorkers - 2; }))
+      << "the writers were never all busy at once";
   const auto raised_at = Clock::now();
   const uint64_t before = load.verified;
   ASSERT_EQ(raise(GetParam().type), 1) << "the event found no connected QP (or not one)";
