@@ -66,7 +66,7 @@ class Bench {
 
   Status Run();
   // The summary; the session's stats say how often it recovered during the run.
-  void Print(const std::string& target, const SessionStats& session) const;
+  void Print(const std::string& target, const PathSet& paths) const;
   bool verify_failed() const { return bad_units_ > 0; }
 
  private:
@@ -318,7 +318,15 @@ Status Bench::Run() {
   return Status::OK();
 }
 
-void Bench::Print(const std::string& target, const SessionStats& session) const {
+void Bench::Print(const std::string& target, const PathSet& paths) const {
+  const SessionStats session = paths.primary_stats();
+  // With several paths: how the I/O went by each, and how often paths changed.
+  std::vector<PathStatus> by_path;
+  if (paths.size() > 1) {
+    for (const LunPathStatus& l : paths.PathStatuses()) {
+      if (l.lun == dev_.info().lun) by_path = l.paths;
+    }
+  }
   const uint64_t ios = latency_.count();
   const double iops = static_cast<double>(ios) / elapsed_s_;
   const double mibs = static_cast<double>(bytes_.load()) / elapsed_s_ / (1 << 20);
@@ -363,7 +371,21 @@ void Bench::Print(const std::string& target, const SessionStats& session) const 
                          {"replayed_tasks", session.replayed_tasks},
                          {"retried_commands", session.retried_commands},
                          {"datamover", session.datamover}};
-    std::printf("%s\n", DumpJson(report).c_str());
+    Json report_paths = Json::array();
+    for (const PathStatus& p : by_path) {
+      report_paths.push_back(
+          {{"portal", PortalJson(p.session.current_portal, p.session.current_tpgt)},
+           {"healthy", p.healthy},
+           {"serves", p.serves},
+           {"alua_state", p.alua_state},
+           {"commands", p.commands},
+           {"recoveries", p.session.recoveries},
+           {"replayed_tasks", p.session.replayed_tasks}});
+    }
+    Json full = report;
+    full["paths"] = std::move(report_paths);
+    full["path_changes"] = paths.path_changes();
+    std::printf("%s\n", DumpJson(full).c_str());
     return;
   }
   std::string threads_text;
@@ -390,6 +412,17 @@ void Bench::Print(const std::string& target, const SessionStats& session) const 
       static_cast<unsigned long long>(session.recoveries), longest_recovery_s,
       static_cast<unsigned long long>(session.replayed_tasks),
       static_cast<unsigned long long>(session.retried_commands));
+  for (size_t i = 0; i < by_path.size(); ++i) {
+    const PathStatus& p = by_path[i];
+    std::printf("  path %zu: %s %s, %s, %llu commands, %llu recoveries\n", i + 1, p.portal.c_str(),
+                p.healthy ? "up" : "down",
+                p.serves ? p.alua_state.c_str() : ("not used: " + p.why_not).c_str(),
+                static_cast<unsigned long long>(p.commands),
+                static_cast<unsigned long long>(p.session.recoveries));
+  }
+  if (!by_path.empty()) {
+    std::printf("  path changes: %llu\n", static_cast<unsigned long long>(paths.path_changes()));
+  }
   if (cfg_.verify) {
     std::printf("  verify: %llu units of 512 bytes checked, %llu bad%s%s\n",
                 static_cast<unsigned long long>(checked_units_),
@@ -483,19 +516,20 @@ void AddBenchCommand(CLI::App& app, GlobalOptions& g) {
     if (!url.ok()) throw CLI::RuntimeError(Fail(url.status()));
     Result<ConnectOptions> c = MakeConnectOptions(g);
     if (!c.ok()) throw CLI::RuntimeError(Fail(c.status()));
-    Result<std::shared_ptr<Session>> session = OpenSession(*url, *c);
-    if (!session.ok()) throw CLI::RuntimeError(Fail(session.status()));
-    Result<uint64_t> lun = ChooseLun(**session, *url);
+    Result<std::shared_ptr<PathSet>> paths = OpenPaths(*url, *c);
+    if (!paths.ok()) throw CLI::RuntimeError(Fail(paths.status()));
+    Result<uint64_t> lun = ChooseLun((*paths)->primary(), *url);
     if (!lun.ok()) throw CLI::RuntimeError(Fail(lun.status()));
-    Result<std::unique_ptr<BlockDevice>> dev = BlockDevice::Open(*session, *lun);
+    Result<std::unique_ptr<BlockDevice>> dev = BlockDevice::Open(*paths, *lun);
     if (!dev.ok()) throw CLI::RuntimeError(Fail(dev.status()));
     Bench bench(**dev, *cfg);
     Status st = bench.Run();
     const std::string target = url->target + " LUN " + std::to_string(*lun);
     if (!st.ok()) throw CLI::RuntimeError(Fail(st));
-    bench.Print(target, (*session)->stats());
+    bench.Print(target, **paths);
     dev->reset();
-    st = (*session)->Close();
+    st = (*paths)->primary().Close();
+    if (Status all = (*paths)->Close(); st.ok()) st = all;
     if (!st.ok()) throw CLI::RuntimeError(Fail(st));
     if (bench.verify_failed()) {
       std::fprintf(stderr, "iser-connect: verify failed: data read back does not match\n");

@@ -186,4 +186,69 @@ Result<std::shared_ptr<Session>> OpenSession(IscsiUrl url, const ConnectOptions&
   return std::shared_ptr<Session>(std::move(*s));
 }
 
+Result<std::shared_ptr<PathSet>> OpenPaths(IscsiUrl url, const ConnectOptions& options) {
+  Result<SessionOptions> so = OptionsWithoutDiscovery(&url, options);
+  if (!so.ok()) return so.status();
+  const PathSelector selector =
+      url.path_selector == "round-robin" ? PathSelector::kRoundRobin : PathSelector::kQueueLength;
+  if (url.multipath == false) {
+    Result<std::shared_ptr<Session>> s = OpenSession(url, options);
+    if (!s.ok()) return s.status();
+    return PathSet::Of(std::move(*s));
+  }
+  // Every portal with its group; one SendTargets does not report counts as the first portal's.
+  struct Where {
+    Portal portal;
+    std::optional<uint16_t> tpgt;
+  };
+  std::vector<Where> portals{{so->portal, std::nullopt}};
+  auto add = [&portals](const Portal& p, std::optional<uint16_t> tpgt) {
+    for (Where& w : portals) {
+      if (w.portal == p) {
+        if (!w.tpgt) w.tpgt = tpgt;
+        return;
+      }
+    }
+    portals.push_back({p, tpgt});
+  };
+  for (const Portal& p : url.alternate_portals) add(p, std::nullopt);
+  // Portals the URL names are the paths; SendTargets names them otherwise.
+  Result<SessionOptions> discovery = DiscoverySessionOptionsFor(url, options);
+  if (url.alternate_portals.empty() && discovery.ok()) {
+    discovery->portal = so->portal;
+    Result<std::vector<DiscoveredTarget>> targets = DiscoverTargets(*discovery, so->target_name);
+    if (targets.ok()) {
+      for (const DiscoveredTarget& t : *targets) {
+        if (t.name != so->target_name) continue;
+        for (const TargetPortal& p : t.portals) add(p.portal, p.tpgt);
+      }
+    } else {
+      Log(LogLevel::kInfo, "no other paths from SendTargets at " + so->portal.ToString() + ": " +
+                               targets.status().ToString());
+    }
+  }
+  for (Where& w : portals) {
+    if (!w.tpgt) w.tpgt = portals.front().tpgt;
+  }
+  const uint32_t per_portal = url.nr_sessions.value_or(1);
+  std::vector<SessionOptions> paths;
+  for (const Where& w : portals) {
+    SessionOptions path = *so;
+    path.portal = w.portal;
+    path.alternate_portals.clear();
+    for (const Where& other : portals) {
+      if (!(other.portal == w.portal) && other.tpgt == w.tpgt) {
+        path.alternate_portals.push_back(other.portal);
+      }
+    }
+    for (uint32_t i = 0; i < per_portal && paths.size() < 16; ++i) paths.push_back(path);
+  }
+  if (paths.size() == 1) {
+    Result<std::unique_ptr<Session>> s = Session::Open(paths.front());
+    if (!s.ok()) return s.status();
+    return PathSet::Of(std::shared_ptr<Session>(std::move(*s)));
+  }
+  return PathSet::Open(std::move(paths), selector);
+}
+
 }  // namespace iser

@@ -23,6 +23,7 @@
 
 #include "discovery/url.h"
 #include "initiator/base/status.h"
+#include "initiator/paths/path_set.h"
 #include "initiator/session/session.h"
 
 namespace iser {
@@ -80,5 +81,12 @@ Result<SessionOptions> PrepareSession(IscsiUrl url, const ConnectOptions& option
 // The same as PrepareSession + Session::Open, but the discovery runs after the login succeeded
 // (its portals reach the session through Session::AddAlternatePortals).
 Result<std::shared_ptr<Session>> OpenSession(IscsiUrl url, const ConnectOptions& options);
+
+// A device's paths (docs/multipath.md): unless the URL says multipath=off, one session per
+// portal of the target (the URL's and its portal= arguments when it has any, else the URL's and
+// every portal SendTargets reports, all portal groups), nr_sessions of them per portal, each
+// recovering only through portals of its own portal group (its reinstatement must reach the same
+// group). One portal and one session: a set of one path, as OpenSession's.
+Result<std::shared_ptr<PathSet>> OpenPaths(IscsiUrl url, const ConnectOptions& options);
 
 }  // namespace iser

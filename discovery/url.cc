@@ -156,6 +156,9 @@ std::string IscsiUrl::Redacted() const {
   }
   if (command_timeout) args.push_back("command_timeout=" + FormatSeconds(*command_timeout));
   for (const Portal& p : alternate_portals) args.push_back("portal=" + UrlPortal(p));
+  if (multipath) args.push_back(*multipath ? "multipath=on" : "multipath=off");
+  if (nr_sessions) args.push_back("nr_sessions=" + std::to_string(*nr_sessions));
+  if (!path_selector.empty()) args.push_back("path_selector=" + path_selector);
   for (size_t i = 0; i < args.size(); ++i) s.append(i == 0 ? "?" : "&").append(args[i]);
   return s;
 }
@@ -272,10 +275,28 @@ Result<IscsiUrl> ParseIscsiUrl(std::string_view text) {
       Result<Portal> p = ParsePortal(*value);
       if (!p.ok()) return bad("portal '" + *value + "': " + p.status().message());
       url.alternate_portals.push_back(*p);
+    } else if (name == "multipath") {
+      if (*value != "on" && *value != "off") {
+        return bad("multipath '" + *value + "': use multipath=on or multipath=off");
+      }
+      url.multipath = *value == "on";
+    } else if (name == "nr_sessions") {
+      const std::string& v = *value;
+      if (v.empty() || v.size() > 2 || !std::all_of(v.begin(), v.end(), ::isdigit) ||
+          std::stoul(v) < 1 || std::stoul(v) > 16) {
+        return bad("nr_sessions '" + v + "': a number of paths per portal from 1 to 16");
+      }
+      url.nr_sessions = static_cast<uint32_t>(std::stoul(v));
+    } else if (name == "path_selector") {
+      if (*value != "queue-length" && *value != "round-robin") {
+        return bad("path_selector '" + *value + "': use queue-length or round-robin");
+      }
+      url.path_selector = *value;
     } else {
       return bad("unknown argument '" + name +
                  "' (known: target_user, target_password, header_digest, data_digest, auth, iser, "
-                 "replacement_timeout, command_timeout, portal)");
+                 "replacement_timeout, command_timeout, portal, multipath, nr_sessions, "
+                 "path_selector)");
     }
   }
   return url;

@@ -11,7 +11,9 @@
 // md5, sha1, sha-256, sha3-256>, iser (no value); for session recovery (docs/recovery.md,
 // "Settings"): replacement_timeout=SECONDS, command_timeout=SECONDS (discovery/seconds.h: e.g. 30
 // or 0.5, at most a year) and portal=HOST[:PORT], which may be repeated: more portals of the same
-// target, tried in turn when recovering. Unknown arguments, arguments given twice (all but
+// target, tried in turn when recovering; for multipath (docs/multipath.md): multipath=on|off,
+// nr_sessions=N (1 to 16 paths per portal) and path_selector=queue-length|round-robin. Unknown
+// arguments, arguments given twice (all but
 // portal), a bad port, a LUN that is not a number and percent-escapes that are malformed are
 // InvalidArgument errors naming the offending part. User, password, target name and argument
 // values are percent-decoded.
@@ -47,6 +49,10 @@ struct IscsiUrl {
   std::optional<std::chrono::milliseconds> replacement_timeout;
   std::optional<std::chrono::milliseconds> command_timeout;
   std::vector<Portal> alternate_portals;  // portal= arguments, in their order
+  // Unset: multipath wherever a LUN has several usable paths.
+  std::optional<bool> multipath;
+  std::optional<uint32_t> nr_sessions;  // paths per portal
+  std::string path_selector;            // empty: the default (queue-length)
 
   // The URL with its arguments and passwords replaced by "***", for logs and messages.
   std::string Redacted() const;

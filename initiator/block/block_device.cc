@@ -76,22 +76,29 @@ int ErrnoFor(const Status& status) {
 
 Result<std::unique_ptr<BlockDevice>> BlockDevice::Open(std::shared_ptr<Session> session,
                                                        uint64_t lun) {
-  Result<LunInfo> info = ProbeLun(*session, lun);
+  return Open(PathSet::Of(std::move(session)), lun);
+}
+
+Result<std::unique_ptr<BlockDevice>> BlockDevice::Open(std::shared_ptr<PathSet> paths,
+                                                       uint64_t lun) {
+  Result<LunInfo> info = ProbeLun(paths->primary(), lun);
   if (!info.ok()) return info.status();
   if (!info->is_disk) {
-    return Status::NotSupported("LUN " + std::to_string(lun) + " of " + session->target_name() +
+    return Status::NotSupported("LUN " + std::to_string(lun) + " of " + paths->target_name() +
                                 " is a " + info->device_type_name +
                                 " device, not a disk (direct access)");
   }
-  return std::unique_ptr<BlockDevice>(new BlockDevice(std::move(session), std::move(*info)));
+  ISER_RETURN_IF_ERROR(paths->AddLun(lun));
+  info->max_transfer_bytes = std::min(info->max_transfer_bytes, paths->max_transfer_bytes());
+  return std::unique_ptr<BlockDevice>(new BlockDevice(std::move(paths), std::move(*info)));
 }
 
-BlockDevice::BlockDevice(std::shared_ptr<Session> session, LunInfo info)
-    : session_(std::move(session)),
+BlockDevice::BlockDevice(std::shared_ptr<PathSet> paths, LunInfo info)
+    : paths_(std::move(paths)),
       info_(std::move(info)),
       size_bytes_(info_.size_bytes),
-      capacity_changes_seen_(session_->capacity_changes()),
-      luns_changes_seen_(session_->luns_changes()),
+      capacity_changes_seen_(paths_->capacity_changes()),
+      luns_changes_seen_(paths_->luns_changes()),
       zero_block_(info_.logical_block_size) {}
 
 uint64_t BlockDevice::NextId() {
@@ -102,16 +109,15 @@ uint64_t BlockDevice::NextId() {
 BlockDevice::~BlockDevice() = default;
 
 uint64_t BlockDevice::size_bytes() {
-  const uint64_t capacity = session_->capacity_changes();
-  const uint64_t luns = session_->luns_changes();
+  const uint64_t capacity = paths_->capacity_changes();
+  const uint64_t luns = paths_->luns_changes();
   const bool capacity_moved = capacity_changes_seen_.exchange(capacity) != capacity;
   const bool luns_moved = luns_changes_seen_.exchange(luns) != luns;
   if (capacity_moved || luns_moved) {
     // A failed READ CAPACITY keeps the last size; the next change tries again.
     Result<uint64_t> size = RefreshSize();
     if (!size.ok()) {
-      Log(LogLevel::kWarning, "LUN " + std::to_string(info_.lun) + " of " +
-                                  session_->target_name() +
+      Log(LogLevel::kWarning, "LUN " + std::to_string(info_.lun) + " of " + paths_->target_name() +
                                   ": the target reported a change, but its new capacity could "
                                   "not be read (" +
                                   size.status().ToString() + "); keeping " +
@@ -122,18 +128,18 @@ uint64_t BlockDevice::size_bytes() {
 }
 
 Result<uint64_t> BlockDevice::RefreshSize() {
-  Result<scsi::Capacity> cap = ReadLunCapacity(*session_, info_.lun);
+  Result<scsi::Capacity> cap = ReadLunCapacity(paths_->primary(), info_.lun);
   if (!cap.ok()) return cap.status();
   if (cap->block_size != info_.logical_block_size) {
     return Status::NotSupported("LUN " + std::to_string(info_.lun) + " of " +
-                                session_->target_name() + " now has " +
+                                paths_->target_name() + " now has " +
                                 std::to_string(cap->block_size) + "-byte blocks instead of " +
                                 std::to_string(info_.logical_block_size));
   }
   const uint64_t size = cap->blocks * cap->block_size;
   const uint64_t before = size_bytes_.exchange(size);
   if (before != size) {
-    Log(LogLevel::kInfo, "LUN " + std::to_string(info_.lun) + " of " + session_->target_name() +
+    Log(LogLevel::kInfo, "LUN " + std::to_string(info_.lun) + " of " + paths_->target_name() +
                              ": capacity changed from " + std::to_string(before) + " to " +
                              std::to_string(size) + " bytes");
   }
@@ -153,7 +159,7 @@ Status BlockDevice::CheckRange(uint64_t offset, uint64_t len, const char* what) 
 
 Status BlockDevice::Execute(Task& t, const std::string& what) {
   t.lun = info_.lun;
-  session_->Execute(&t);
+  paths_->Execute(&t);
   return scsi::TaskStatus(t, what);
 }
 
@@ -189,7 +195,7 @@ void BlockDevice::Submit(IoRequest* req) {
     const LunInfo& info = r->device->info_;
     r->on_complete(r, IoStatus(*task, info, r->offset / info.logical_block_size));
   };
-  session_->Submit(&t);
+  paths_->Submit(&t);
 }
 
 // Runs one large aligned read or write as up to kMaxChunksInFlight concurrent commands of at
@@ -243,7 +249,7 @@ Status BlockDevice::RunChunked(IoOp op, uint64_t offset, uint8_t* buf, uint64_t 
         finished = r->outstanding == 0;
       }
       if (resubmit) {
-        r->dev->session_->Submit(t);
+        r->dev->paths_->Submit(t);
       } else if (finished) {
         r->done.Notify();
       }
@@ -259,7 +265,7 @@ Status BlockDevice::RunChunked(IoOp op, uint64_t offset, uint8_t* buf, uint64_t 
     while (started < kMaxChunksInFlight && run.Next(run.tasks[started])) ++started;
   }
   if (started == 0) return Status::OK();
-  for (int i = 0; i < started; ++i) session_->Submit(&run.tasks[i]);
+  for (int i = 0; i < started; ++i) paths_->Submit(&run.tasks[i]);
   run.done.Wait();
   MutexLock lock(&run.mu);
   return run.error;

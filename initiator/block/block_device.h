@@ -26,6 +26,7 @@
 #include "initiator/base/status.h"
 #include "initiator/base/thread_annotations.h"
 #include "initiator/block/lun_info.h"
+#include "initiator/paths/path_set.h"
 #include "initiator/session/session.h"
 #include "initiator/task/task.h"
 
@@ -58,6 +59,9 @@ class BlockDevice {
  public:
   // The session is shared: several BlockDevices (LUNs) and threads may use one session.
   static Result<std::unique_ptr<BlockDevice>> Open(std::shared_ptr<Session> session, uint64_t lun);
+  // The LUN through every path of the set that serves it (path_set.h); several BlockDevices may
+  // share one set.
+  static Result<std::unique_ptr<BlockDevice>> Open(std::shared_ptr<PathSet> paths, uint64_t lun);
   ~BlockDevice();
 
   // What the LUN was at open; size_bytes() is its size now.
@@ -72,7 +76,9 @@ class BlockDevice {
   // the command does, and with kNotSupported when the logical block size differs from the one at
   // open (another LUN has that number now: open it again).
   Result<uint64_t> RefreshSize();
-  Session& session() { return *session_; }
+  // The first path's session (the only one without multipath).
+  Session& session() { return paths_->primary(); }
+  PathSet& paths() { return *paths_; }
   // Unique in this process and never reused, unlike the object's address: a buffer tagged with
   // it holds this BlockDevice's bytes only.
   uint64_t id() const { return id_; }
@@ -96,7 +102,7 @@ class BlockDevice {
   Status Extents(uint64_t offset, uint64_t len, std::vector<Extent>* out);
 
  private:
-  BlockDevice(std::shared_ptr<Session> session, LunInfo info);
+  BlockDevice(std::shared_ptr<PathSet> paths, LunInfo info);
   Status CheckRange(uint64_t offset, uint64_t len, const char* what) const;
   static uint64_t NextId();
   Status ReadAligned(uint64_t offset, uint8_t* buf, uint64_t len, bool keeps_unplaced_bytes);
@@ -110,7 +116,7 @@ class BlockDevice {
   void UnlockRange(uint64_t first_block, uint64_t last_block);
 
   const uint64_t id_ = NextId();
-  std::shared_ptr<Session> session_;
+  std::shared_ptr<PathSet> paths_;
   LunInfo info_;
   std::atomic<uint64_t> size_bytes_;
   std::atomic<uint64_t> capacity_changes_seen_{0};

@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "initiator/pdu/bhs.h"
+#include "initiator/scsi/alua.h"
 #include "initiator/scsi/sense.h"
 
 namespace iser::scsi {
@@ -205,6 +206,8 @@ const char* CommandName(const Task& t) {
       return (t.cdb[1] & 0x1f) == 0x10 ? "READ CAPACITY(16)" : "GET LBA STATUS";
     case opcode::kReportLuns:
       return "REPORT LUNS";
+    case 0xa3:  // MAINTENANCE IN (alua.h)
+      return (t.cdb[1] & 0x1f) == 0x0a ? "REPORT TARGET PORT GROUPS" : "MAINTENANCE IN";
   }
   return "SCSI command";
 }
@@ -279,37 +282,31 @@ Result<std::string> ParseUnitSerialNumber(std::span<const uint8_t> d) {
 }
 
 Result<std::string> ParseDeviceIdentification(std::span<const uint8_t> d) {
-  Result<std::span<const uint8_t>> body = VpdBody(d, 0x83, "VPD page 0x83");
-  if (!body.ok()) return body.status();
+  Result<Designators> designators = ParseDesignators(d);
+  if (!designators.ok()) return designators.status();
   std::string best;
   int best_rank = 0;
-  std::span<const uint8_t> p = *body;
-  while (p.size() >= 4) {
-    const uint8_t code_set = p[0] & 0x0f;
-    const uint8_t association = (p[1] >> 4) & 3;
-    const uint8_t type = p[1] & 0x0f;
-    const size_t len = p[3];
-    if (p.size() < 4 + len) break;
-    std::span<const uint8_t> id = p.subspan(4, len);
-    if (association == 0) {  // the logical unit itself
+  // An incomplete descriptor ends the list; the ones before it still name the LU for display.
+  for (const Designator& x : designators->list) {
+    const std::span<const uint8_t> id = x.designator;
+    if (x.association == association::kLogicalUnit) {
       int rank = 0;
       std::string text;
-      if (type == 3) {
+      if (x.type == designator_type::kNaa) {
         rank = 3;
         text = "naa." + HexBytes(id);
-      } else if (type == 2) {
+      } else if (x.type == designator_type::kEui64) {
         rank = 2;
         text = "eui." + HexBytes(id);
-      } else if (type == 1) {
+      } else if (x.type == designator_type::kT10VendorId) {
         rank = 1;
-        text = "t10." + (code_set == 1 ? HexBytes(id) : Trim(id.data(), id.size()));
+        text = "t10." + (x.code_set == 1 ? HexBytes(id) : Trim(id.data(), id.size()));
       }
       if (rank > best_rank) {
         best_rank = rank;
         best = text;
       }
     }
-    p = p.subspan(4 + len);
   }
   return best;
 }

@@ -1,6 +1,7 @@
 // Session recovery at ErrorRecoveryLevel 0: the recovery thread's half of Session (session.h
 // says what it does; docs/recovery.md why).
 #include <algorithm>
+#include <optional>
 
 #include "initiator/base/log.h"
 #include "initiator/session/connect_login.h"
@@ -31,6 +32,31 @@ constexpr uint8_t kMaxLossesInFlight = 8;
 
 constexpr uint8_t kCompareAndWrite = 0x89;
 constexpr uint8_t kPersistentReserveOut = 0x5f;
+
+// Commands that change nothing on the medium: a copy the target still runs after the same
+// command went by another path does no harm (task_handoff.h).
+bool ChangesNothing(const Task& t) {
+  switch (t.cdb[0]) {
+    case 0x00:  // TEST UNIT READY
+    case 0x08:  // READ(6)
+    case 0x12:  // INQUIRY
+    case 0x1a:  // MODE SENSE(6)
+    case 0x25:  // READ CAPACITY(10)
+    case 0x28:  // READ(10)
+    case 0x34:  // PRE-FETCH(10)
+    case 0x35:  // SYNCHRONIZE CACHE(10): moves no data, only makes earlier writes durable
+    case 0x5a:  // MODE SENSE(10)
+    case 0x88:  // READ(16)
+    case 0x90:  // PRE-FETCH(16)
+    case 0x91:  // SYNCHRONIZE CACHE(16)
+    case 0x9e:  // SERVICE ACTION IN(16): READ CAPACITY(16), GET LBA STATUS
+    case 0xa0:  // REPORT LUNS
+    case 0xa3:  // MAINTENANCE IN: REPORT TARGET PORT GROUPS
+    case 0xa8:  // READ(12)
+      return true;
+  }
+  return false;
+}
 
 const char* NotReplayable(const Task& t) {
   switch (t.cdb[0]) {
@@ -159,6 +185,96 @@ uint64_t Session::CollectForReplay(const std::string& cause, bool progress) {
   return replayed;
 }
 
+void Session::OfferWaiting() {
+  MutexLock lock(&submit_mu_);
+  offer_requested_ = true;
+  recovery_cv_.SignalAll();
+}
+
+bool Session::Fence() {
+  std::optional<uint16_t> tpgt;
+  {
+    MutexLock lock(&submit_mu_);
+    tpgt = stats_.current_tpgt;
+  }
+  for (const Portal& p : options_.handoff->ReachablePortals()) {
+    SessionOptions o = options_;
+    o.portal = p;
+    std::unique_ptr<Datamover> dm;
+    LoginOutcome outcome;
+    Portal where;
+    const Status st = ConnectAndLogin(o, SessionType::kNormal, isid_, &dm, &outcome, &where);
+    // The login alone is the fence: the session it made has no task, and ends with its
+    // connection here.
+    dm.reset();
+    if (!st.ok()) {
+      Log(LogLevel::kInfo, "could not end the lost session to " + options_.target_name +
+                               " through " + p.ToString() + ": " + st.message());
+      continue;
+    }
+    if (outcome.params.target_portal_group_tag != tpgt) {
+      Log(LogLevel::kInfo, "the login through " + where.ToString() + " to " + options_.target_name +
+                               " reached another portal group: the lost session was not ended");
+      continue;
+    }
+    Log(LogLevel::kInfo, "ended the lost session to " + options_.target_name + " by a login with " +
+                             "its ISID through " + where.ToString() +
+                             ": its writes go by the other paths");
+    return true;
+  }
+  return false;
+}
+
+bool Session::HoldsSentWrites() const {
+  return std::any_of(replay_lives_.begin(), replay_lives_.end(),
+                     [](const ReplayLife& life) { return !ChangesNothing(*life.task); });
+}
+
+uint64_t Session::OfferMovable() {
+  Task* submitted;
+  {
+    MutexLock lock(&submit_mu_);
+    offer_requested_ = false;
+    submitted = submit_head_;
+    submit_head_ = submit_tail_ = nullptr;
+  }
+  if (!options_.handoff) return 0;
+  while (submitted) {
+    Task* next = submitted->next;
+    Enqueue(submitted);
+    submitted = next;
+  }
+  Task* t = pending_head_;
+  pending_head_ = pending_tail_ = nullptr;
+  uint64_t sent_moved = 0;
+  while (t) {
+    Task* next = t->next;
+    const auto life = std::find_if(replay_lives_.begin(), replay_lives_.end(),
+                                   [t](const ReplayLife& l) { return l.task == t; });
+    const bool sent = life != replay_lives_.end();
+    if (sent && !fenced_ && !ChangesNothing(*t)) {
+      Enqueue(t);
+      t = next;
+      continue;
+    }
+    // Forgotten before the handoff: the task may complete on another path at once, and its
+    // memory come back as another task.
+    std::optional<ReplayLife> kept;
+    if (sent) {
+      kept = *life;
+      replay_lives_.erase(life);
+    }
+    if (options_.handoff->TakeOver(t)) {
+      sent_moved += sent;
+    } else {
+      if (kept) replay_lives_.push_back(*kept);
+      Enqueue(t);
+    }
+    t = next;
+  }
+  return sent_moved;
+}
+
 Status Session::RecoveryFailure() const {
   MutexLock lock(&submit_mu_);
   return recovery_failure_;
@@ -238,36 +354,55 @@ void Session::Recover() {
   // must say why on stderr, not only after replacement_timeout.
   Log(LogLevel::kWarning, "session to " + Describe() + " lost: " + cause.message() +
                               "; recovering (loss " + std::to_string(losses_) + " in a row)");
+  fenced_ = false;
   uint64_t replayed = CollectForReplay(cause.message(), progress);
   if (gave_up_ || options_.replacement_timeout.count() == 0) {
     GiveUp();
     replayed = 0;
   }
+  replayed -= OfferMovable();
 
-  std::vector<Portal> portals{options_.portal};
-  if (!(portal_ == options_.portal)) portals.push_back(portal_);
-  std::vector<Portal> alternates = options_.alternate_portals;
+  std::vector<Portal> candidates{options_.portal};
+  candidates.push_back(portal_);
+  candidates.insert(candidates.end(), options_.alternate_portals.begin(),
+                    options_.alternate_portals.end());
   {
     MutexLock lock(&submit_mu_);
-    alternates.insert(alternates.end(), added_portals_.begin(), added_portals_.end());
+    candidates.insert(candidates.end(), added_portals_.begin(), added_portals_.end());
   }
-  for (const Portal& p : alternates) {
+  std::vector<Portal> portals;
+  for (const Portal& p : candidates) {
     if (std::find(portals.begin(), portals.end(), p) == portals.end()) portals.push_back(p);
   }
 
   Clock::time_point next_attempt = lost_at + std::max<Clock::duration>(time2wait, backoff_);
   for (;;) {
     const Clock::time_point give_up_at = episode_start_ + options_.replacement_timeout;
+    bool offer = false;
     {
       MutexLock lock(&submit_mu_);
       for (;;) {
         if (stopping_) return;
+        if (offer_requested_) {
+          offer = true;
+          break;
+        }
         const Clock::time_point now = Clock::now();
         if ((!gave_up_ && now >= give_up_at) || now >= next_attempt) break;
         const Clock::time_point until =
             gave_up_ ? next_attempt : std::min(next_attempt, give_up_at);
         recovery_cv_.WaitFor(&submit_mu_, until - now);
       }
+    }
+    if (offer) {
+      replayed -= OfferMovable();
+      continue;
+    }
+    // Writes the target may still run wait for a login with our ISID; through a portal another
+    // path reaches, it need not wait for this path's own portal to come back.
+    if (options_.handoff && !fenced_ && HoldsSentWrites() && Fence()) {
+      fenced_ = true;
+      replayed -= OfferMovable();
     }
     if (!gave_up_ && Clock::now() >= give_up_at) {
       GiveUp();
@@ -378,6 +513,7 @@ Status Session::Reconnect(const Portal& portal, uint64_t replayed, Clock::time_p
                               SecondsText(took) + " via " + where_now + " at attempt " +
                               std::to_string(attempts_) + ", " + std::to_string(replayed) +
                               (replayed == 1 ? " command" : " commands") + " replayed");
+  if (options_.handoff) options_.handoff->ConnectionChanged();
   return Status::OK();
 }
 

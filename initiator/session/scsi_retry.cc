@@ -41,6 +41,9 @@ RetryDecision DecideScsiRetry(const Task& t) {
       d.retry = true;
       d.capacity_changed = sense.asc == 0x2a && sense.ascq == 0x09;
       d.luns_changed = sense.asc == 0x3f && sense.ascq == 0x0e;
+      // Asymmetric access state changed, or an implicit transition failed: the paths' ALUA
+      // states are read again (initiator/paths).
+      d.alua_changed = sense.asc == 0x2a && (sense.ascq == 0x06 || sense.ascq == 0x07);
       d.reason = "UNIT ATTENTION";
       return d;
     case sense_key::kNotReady:
@@ -48,6 +51,11 @@ RetryDecision DecideScsiRetry(const Task& t) {
         d.retry = true;
         d.delay = Backoff(t.retries);
         d.reason = "NOT READY (becoming ready)";
+      } else if (sense.asc == 0x04 && sense.ascq == 0x0a) {
+        // An ALUA transition takes seconds: the same path is the one to ask again (SPC-5 5.16.2.6).
+        d.retry = true;
+        d.delay = std::chrono::milliseconds(1000);
+        d.reason = "NOT READY (asymmetric access state transition)";
       }
       return d;
     case sense_key::kAbortedCommand:

@@ -150,6 +150,15 @@ void Session::Submit(Task* task) {
   task->losses_in_flight = 0;
   bool on_io_thread = false;
   bool refused = false;
+  if (options_.handoff) {
+    bool recovering;
+    {
+      MutexLock lock(&submit_mu_);
+      recovering = accepting_ && stats_.state == SessionStats::State::kRecovering;
+    }
+    // Another path may take it now rather than after this one's recovery.
+    if (recovering && options_.handoff->TakeOver(task)) return;
+  }
   {
     MutexLock lock(&submit_mu_);
     if (!accepting_) {
@@ -366,6 +375,7 @@ void Session::Finish(Task* t) {
     const RetryDecision d = DecideScsiRetry(*t);
     if (d.capacity_changed) capacity_changes_.fetch_add(1);
     if (d.luns_changed) luns_changes_.fetch_add(1);
+    if (d.alua_changed) alua_changes_.fetch_add(1);
     if (d.retry) {
       Log(t->scsi_status == scsi_status::kCheckCondition ? LogLevel::kInfo : LogLevel::kDebug,
           Describe() + ": " + d.reason + (d.sense.valid ? " (" + d.sense.ToString() + ")" : "") +
@@ -872,7 +882,10 @@ void Session::OnConnectionError(const Status& status) {
     }
   }
   // The recovery thread logs the loss, numbered (recovery.cc).
-  if (recover) return;
+  if (recover) {
+    if (options_.handoff) options_.handoff->ConnectionChanged();
+    return;
+  }
   if (!no_thread.ok()) {
     Log(LogLevel::kError,
         no_thread.message() + ": the session to " + Describe() + " is not recovered");
@@ -886,6 +899,7 @@ void Session::OnConnectionError(const Status& status) {
     Log(logout_sent_ ? LogLevel::kDebug : LogLevel::kError, status.message());
   }
   FailAll(status);
+  if (options_.handoff) options_.handoff->ConnectionChanged();
   MutexLock lock(&close_mu_);
   close_cv_.SignalAll();
 }

@@ -116,6 +116,13 @@ class Session final : private DatamoverEvents {
   // Moves whenever either of the two does (both only grow): a LUN may have another size, or be
   // another LUN under its number, since it last had this value.
   uint64_t lun_changes() const { return luns_changes() + capacity_changes(); }
+  // Counts UNIT ATTENTIONs 2A/06 and 2A/07: the LUNs' ALUA states changed (initiator/paths reads
+  // them again when this moves).
+  uint64_t alua_changes() const { return alua_changes_.load(); }
+  // With a handoff (SessionOptions::handoff): while the session has no connection, offers it the
+  // tasks it holds that are safe to run elsewhere, again (another path became usable since they
+  // were first offered). Any thread; the recovery thread does the offering.
+  void OfferWaiting();
   // While I/O fails because recovery has lasted past replacement_timeout: why, with the code of
   // the cause (what every login attempt failed with, if they all failed the same way, else the
   // first loss of the connection), for a one-shot command to exit with. OK otherwise.
@@ -209,6 +216,18 @@ class Session final : private DatamoverEvents {
   // Commands in flight, waiting, or submitted: a loss with any of them is not an idle one.
   bool Outstanding() const;
   Status Reconnect(const Portal& portal, uint64_t replayed, Clock::time_point lost_at);
+  // Recovery thread, without a connection: gives options_.handoff the tasks it takes among
+  // those waiting (task_handoff.h says which are offered). Returns how many of those had been
+  // sent (and would have been replayed).
+  uint64_t OfferMovable();
+  // Whether any task waiting for the next connection was sent on the lost one and is not safe to
+  // run elsewhere (its replay waits for a reinstating login).
+  bool HoldsSentWrites() const;
+  // With a handoff: logs in with this session's ISID through a portal another path reaches (of
+  // the same portal group), which makes the target end the lost session and its tasks, and drops
+  // that connection at once. True when a login did: the lost session's writes may then go by any
+  // path (fenced_).
+  bool Fence();
   void GiveUp();
   // Ends the recovery thread (Close); tasks it held are left for Close to fail.
   void StopRecovery();
@@ -238,7 +257,8 @@ class Session final : private DatamoverEvents {
   std::chrono::seconds loss_time2wait_ ISER_GUARDED_BY(submit_mu_){0};
   SessionStats stats_ ISER_GUARDED_BY(submit_mu_);
   std::vector<Portal> added_portals_ ISER_GUARDED_BY(submit_mu_);
-  Status recovery_failure_ ISER_GUARDED_BY(submit_mu_);  // RecoveryFailure()
+  bool offer_requested_ ISER_GUARDED_BY(submit_mu_) = false;  // OfferWaiting
+  Status recovery_failure_ ISER_GUARDED_BY(submit_mu_);       // RecoveryFailure()
   // Started at the first loss of the connection: a daemon with hundreds of sessions that never
   // lose one has no thread waiting for it.
   std::thread recovery_thread_ ISER_GUARDED_BY(submit_mu_);
@@ -319,12 +339,16 @@ class Session final : private DatamoverEvents {
   std::atomic<bool> progress_{false};
   std::atomic<uint64_t> capacity_changes_{0};
   std::atomic<uint64_t> luns_changes_{0};
+  std::atomic<uint64_t> alua_changes_{0};
   std::atomic<uint64_t> retried_commands_{0};
   std::atomic<uint64_t> commands_{0};
   std::atomic<uint64_t> bytes_read_{0};
   std::atomic<uint64_t> bytes_written_{0};
 
-  // Recovery thread state. An episode is the losses, one after the other, of connections that
+  // Recovery thread state. The lost session has been ended at the target by Fence since the
+  // last loss: every task is safe to hand over.
+  bool fenced_ = false;
+  // An episode is the losses, one after the other, of connections that
   // completed nothing (an idle connection that lived long ends one): they share a
   // replacement_timeout and a growing back-off.
   bool in_episode_ = false;

@@ -9,6 +9,7 @@
 
 #include "initiator/login/login.h"
 #include "initiator/session/datamover_factory.h"
+#include "initiator/session/task_handoff.h"
 #include "initiator/transport/portal.h"
 
 namespace iser {
@@ -40,6 +41,10 @@ struct SessionOptions {
   std::vector<Portal> alternate_portals;
   // Empty: DefaultDatamoverFactory().
   DatamoverFactory datamover_factory;
+  // The session is one path of several (initiator/paths): while it has no connection it offers
+  // what is safe to run elsewhere to this handoff (task_handoff.h). Null: a session on its own.
+  // The handoff outlives the session.
+  TaskHandoff* handoff = nullptr;
 };
 
 }  // namespace iser

@@ -73,6 +73,12 @@ struct Task {
   uint8_t losses_in_flight = 0;
   Task* next = nullptr;  // intrusive queue link
 
+  // Path set state (initiator/paths): the path the task went by and the submitter's callback,
+  // while the path set stands between them; nobody else touches these.
+  void* path_set = nullptr;
+  TaskCallback path_on_complete = nullptr;
+  uint32_t path = 0;
+
   // Datamover state; neither the session nor the submitter touches it. How many of the task's
   // PDUs the datamover holds unsent, so that ending a task it holds none of costs no search.
   uint32_t pdus_held = 0;

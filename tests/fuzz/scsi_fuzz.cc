@@ -3,6 +3,7 @@
 #include <cstdint>
 
 #include "initiator/pdu/bhs.h"
+#include "initiator/scsi/alua.h"
 #include "initiator/scsi/commands.h"
 #include "initiator/scsi/sense.h"
 
@@ -21,6 +22,11 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   (void)scsi::ParseReportLuns(d);
   (void)scsi::ParseModeSense10(d);
   (void)scsi::ParseGetLbaStatus(d);
+  (void)scsi::ParseReportTargetPortGroups(d);
+  (void)scsi::ParseDesignators(d);
+  (void)scsi::ParseDeviceIdentifiers(d);
+  (void)scsi::InquiryTpgs(d);
+  (void)scsi::ClassifyAluaSense(DecodeSense(d));
   (void)DecodeSense(d).ToString();
   if (size >= kBhsLength) {
     Bhs bhs;

@@ -292,6 +292,33 @@ TEST(Url, RecoverySettings) {
   EXPECT_TRUE(u->alternate_portals.empty());
 }
 
+TEST(Url, MultipathSettings) {
+  Result<IscsiUrl> u =
+      ParseIscsiUrl("iscsi://h/iqn.x/1?multipath=off&nr_sessions=4&path_selector=round-robin");
+  ASSERT_TRUE(u.ok()) << u.status().ToString();
+  EXPECT_EQ(u->multipath, false);
+  EXPECT_EQ(u->nr_sessions, 4u);
+  EXPECT_EQ(u->path_selector, "round-robin");
+  EXPECT_EQ(u->Redacted(),
+            "iscsi://h:3260/iqn.x/1?multipath=off&nr_sessions=4&path_selector=round-robin");
+  u = ParseIscsiUrl("iscsi://h/iqn.x/1");
+  ASSERT_TRUE(u.ok());
+  EXPECT_FALSE(u->multipath) << "unset: multipath wherever a LUN has several paths";
+  EXPECT_FALSE(u->nr_sessions);
+  auto message = [](const std::string& url) { return ParseIscsiUrl(url).status().message(); };
+  EXPECT_EQ(message("iscsi://h/iqn.x?multipath=yes"),
+            "bad URL 'iscsi://h/iqn.x?multipath=yes': multipath 'yes': use multipath=on or "
+            "multipath=off");
+  EXPECT_EQ(message("iscsi://h/iqn.x?nr_sessions=0"),
+            "bad URL 'iscsi://h/iqn.x?nr_sessions=0': nr_sessions '0': a number of paths per "
+            "portal from 1 to 16");
+  EXPECT_FALSE(ParseIscsiUrl("iscsi://h/iqn.x?nr_sessions=17").ok());
+  EXPECT_FALSE(ParseIscsiUrl("iscsi://h/iqn.x?nr_sessions=x").ok());
+  EXPECT_EQ(message("iscsi://h/iqn.x?path_selector=random"),
+            "bad URL 'iscsi://h/iqn.x?path_selector=random': path_selector 'random': use "
+            "queue-length or round-robin");
+}
+
 TEST(Url, BadRecoverySettingsNameTheArgumentAndTheValue) {
   auto message = [](const std::string& url) { return ParseIscsiUrl(url).status().message(); };
   EXPECT_EQ(message("iscsi://h/iqn.x?replacement_timeout=-1"),

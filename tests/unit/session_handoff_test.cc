@@ -1,0 +1,205 @@
+// A session that is one path of several (SessionOptions::handoff, task_handoff.h), over the fake
+// datamover: when its connection is lost it hands over what is safe to run elsewhere (reads, and
+// tasks the target never saw) and keeps every write that reached the target until its
+// reinstating login; it offers again when asked; it reports each change of its connection.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstring>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "tests/unit/session_fixture.h"
+
+namespace iser::test {
+namespace {
+
+using std::chrono::milliseconds;
+
+// Stands in for the path set: takes what it is offered while `take` is set, and completes it
+// as another path would.
+class RecordingHandoff : public TaskHandoff {
+ public:
+  bool TakeOver(Task* task) override {
+    if (!take) return false;
+    {
+      std::lock_guard lock(mu);
+      taken.push_back(task);
+    }
+    task->status = Status::OK();
+    task->scsi_status = 0;
+    task->on_complete(task);
+    return true;
+  }
+  void ConnectionChanged() override { ++changes; }
+  std::vector<Portal> ReachablePortals() override { return reachable; }
+
+  bool Took(const Task* t) {
+    std::lock_guard lock(mu);
+    return std::find(taken.begin(), taken.end(), t) != taken.end();
+  }
+
+  std::vector<Portal> reachable;  // set before the session opens
+  std::atomic<bool> take{true};
+  std::atomic<int> changes{0};
+  std::mutex mu;
+  std::vector<Task*> taken;
+};
+
+class SessionHandoffTest : public SessionTest {
+ protected:
+  SessionOptions HandoffOptions() {
+    SessionOptions o = Options();
+    o.recover = true;
+    o.offer.default_time2wait = 0;
+    std::vector<std::string> keys = DefaultTargetLoginKeys();
+    for (std::string& k : keys) {
+      if (k.starts_with("DefaultTime2Wait=")) k = "DefaultTime2Wait=0";
+    }
+    fake_.options().login_keys = keys;
+    // The first login succeeds; reconnects fail until the test lets them through.
+    fake_.options().connect_result = [this](int n) {
+      return n == 1 || reconnect_ ? Status::OK() : Status::ConnectionFailed("refused (test)");
+    };
+    o.handoff = &handoff_;
+    return o;
+  }
+  template <typename Pred>
+  static bool Eventually(Pred pred, milliseconds limit = milliseconds(10000)) {
+    const auto end = std::chrono::steady_clock::now() + limit;
+    while (std::chrono::steady_clock::now() < end) {
+      if (pred()) return true;
+      std::this_thread::sleep_for(milliseconds(1));
+    }
+    return false;
+  }
+  void LoseConnection() { fake_.FailConnection(Status::ConnectionFailed("peer reset (test)")); }
+
+  RecordingHandoff handoff_;
+  std::atomic<bool> reconnect_{false};
+};
+
+TEST_F(SessionHandoffTest, ReadsAndNewTasksMoveAtOnceASentWriteWaitsForTheReinstatement) {
+  Open(HandoffOptions());
+  TestTask& read = NewRead(4096);
+  TestTask& write = NewWrite(4096);
+  session_->Submit(&read.task);
+  session_->Submit(&write.task);
+  ASSERT_EQ(TakeCommands().size(), 2u);
+
+  LoseConnection();
+  ASSERT_TRUE(Eventually([&] { return handoff_.Took(&read.task); }))
+      << "the read in flight was not handed over";
+  EXPECT_EQ(read.completions, 1);
+  EXPECT_FALSE(handoff_.Took(&write.task)) << "a write the target may still run was moved";
+  EXPECT_GE(handoff_.changes, 1) << "the loss was not reported";
+
+  // Submitted while recovering: it never reached the target, so another path takes it.
+  TestTask& later = NewWrite(4096);
+  session_->Submit(&later.task);
+  EXPECT_TRUE(handoff_.Took(&later.task));
+
+  reconnect_ = true;
+  // Reported after the replay was sent.
+  ASSERT_TRUE(Eventually([&] { return handoff_.changes >= 2; })) << "no recovery reported";
+  const std::vector<SentPdu> again = TakeCommands();
+  ASSERT_EQ(again.size(), 1u) << "only the write is sent again, after the reinstating login";
+  EXPECT_EQ(again[0].task, &write.task);
+  EXPECT_EQ(write.completions, 0);
+  Respond(write);
+  EXPECT_EQ(write.completions, 1);
+  EXPECT_TRUE(write.task.status.ok()) << write.task.status.ToString();
+  EXPECT_FALSE(handoff_.Took(&write.task));
+}
+
+TEST_F(SessionHandoffTest, WithNoOtherPathTasksStayUntilOfferedAgain) {
+  Open(HandoffOptions());
+  handoff_.take = false;
+  TestTask& read = NewRead(4096);
+  session_->Submit(&read.task);
+  ASSERT_EQ(TakeCommands().size(), 1u);
+  LoseConnection();
+  ASSERT_TRUE(Eventually([&] { return handoff_.changes >= 1; }));
+  std::this_thread::sleep_for(milliseconds(50));
+  EXPECT_EQ(read.completions, 0) << "no path could take it, so it waits";
+
+  // Another path came back: the set asks the recovering session to offer again.
+  handoff_.take = true;
+  session_->OfferWaiting();
+  ASSERT_TRUE(Eventually([&] { return handoff_.Took(&read.task); }))
+      << "the waiting read was not offered again";
+  EXPECT_EQ(read.completions, 1);
+
+  reconnect_ = true;
+  ASSERT_TRUE(Eventually([&] { return session_->stats().recoveries >= 1; }));
+  EXPECT_TRUE(TakeCommands().empty()) << "a task handed over is not sent here too";
+}
+
+// A path that holds a sent write logs in with its ISID through a portal another path reaches (the
+// fence login, TSIH 0), drops that connection, and then hands the write over: it need not wait
+// for its own portal.
+TEST_F(SessionHandoffTest, AFenceLoginThroughAnotherPortalLetsASentWriteMove) {
+  SessionOptions o = HandoffOptions();
+  handoff_.reachable = {{"192.0.2.9", 3260}};
+  // The first login, then the fence login; the path's own portal stays away.
+  fake_.options().connect_result = [](int n) {
+    return n <= 2 ? Status::OK() : Status::ConnectionFailed("refused (test)");
+  };
+  Open(o);
+  TestTask& write = NewWrite(4096);
+  session_->Submit(&write.task);
+  ASSERT_EQ(TakeCommands().size(), 1u);
+  LoseConnection();
+  ASSERT_TRUE(Eventually([&] { return handoff_.Took(&write.task); }))
+      << "the write was not handed over after the fence login";
+  EXPECT_EQ(write.completions, 1);
+  ASSERT_GE(fake_.logins().size(), 2u);
+  const Bhs& first = fake_.logins()[0];
+  const Bhs& fence = fake_.logins()[1];
+  EXPECT_EQ(std::memcmp(&first.b[8], &fence.b[8], 6), 0) << "the fence login has another ISID";
+  EXPECT_EQ(fence.u16(14), 0) << "a reinstating login has TSIH 0";
+  EXPECT_TRUE(TakeCommands().empty());
+}
+
+// No portal reachable through another path: the write stays for this session's own replay.
+TEST_F(SessionHandoffTest, WithoutAReachablePortalASentWriteIsReplayedHere) {
+  Open(HandoffOptions());
+  TestTask& write = NewWrite(4096);
+  session_->Submit(&write.task);
+  ASSERT_EQ(TakeCommands().size(), 1u);
+  LoseConnection();
+  ASSERT_TRUE(Eventually([&] { return handoff_.changes >= 1; }));
+  std::this_thread::sleep_for(milliseconds(100));
+  EXPECT_FALSE(handoff_.Took(&write.task));
+  reconnect_ = true;
+  ASSERT_TRUE(Eventually([&] { return handoff_.changes >= 2; }));
+  const std::vector<SentPdu> again = TakeCommands();
+  ASSERT_EQ(again.size(), 1u);
+  EXPECT_EQ(again[0].task, &write.task);
+  Respond(write);
+  EXPECT_EQ(write.completions, 1);
+}
+
+// Without a handoff nothing changes: the read waits for the session's own recovery.
+TEST_F(SessionHandoffTest, WithoutAHandoffEverythingIsReplayedHere) {
+  SessionOptions o = HandoffOptions();
+  o.handoff = nullptr;
+  Open(o);
+  TestTask& read = NewRead(4096);
+  session_->Submit(&read.task);
+  ASSERT_EQ(TakeCommands().size(), 1u);
+  LoseConnection();
+  reconnect_ = true;
+  // Counted after the replay was sent.
+  ASSERT_TRUE(Eventually([&] { return session_->stats().recoveries >= 1; }));
+  const std::vector<SentPdu> again = TakeCommands();
+  ASSERT_EQ(again.size(), 1u);
+  EXPECT_EQ(again[0].task, &read.task);
+  EXPECT_EQ(handoff_.changes, 0);
+}
+
+}  // namespace
+}  // namespace iser::test
