@@ -81,7 +81,11 @@ Result<std::unique_ptr<BlockDevice>> BlockDevice::Open(std::shared_ptr<Session> 
 
 Result<std::unique_ptr<BlockDevice>> BlockDevice::Open(std::shared_ptr<PathSet> paths,
                                                        uint64_t lun) {
+  // Through the first path that can answer: the first may be standby or unavailable (ALUA).
   Result<LunInfo> info = ProbeLun(paths->primary(), lun);
+  for (size_t i = 1; !info.ok() && i < paths->size(); ++i) {
+    if (Result<LunInfo> other = ProbeLun(paths->session(i), lun); other.ok()) info = other;
+  }
   if (!info.ok()) return info.status();
   if (!info->is_disk) {
     return Status::NotSupported("LUN " + std::to_string(lun) + " of " + paths->target_name() +

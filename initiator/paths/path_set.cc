@@ -53,6 +53,11 @@ Result<std::vector<uint8_t>> Inquiry(Session& s, uint64_t lun, std::optional<uin
   return buf;
 }
 
+// A path with commands outstanding that has completed nothing for this long gets no new command
+// while another path is not in that state: a stalled path stops taking I/O long before its
+// NOP-Out times out and it is declared lost.
+constexpr std::chrono::milliseconds kStuckAfter{500};
+
 // The periodic refresh that catches a change no unit attention reported (a path's state after
 // it rejoins, a target that reports transitions only on the port that changed).
 constexpr std::chrono::seconds kRefreshInterval{10};
@@ -173,7 +178,9 @@ uint32_t PathSet::Choose(uint64_t lun, uint32_t avoid) {
   // Round robin starts each choice one further; queue length breaks ties the same way, so
   // equal paths share the work.
   const uint32_t start = next_turn_.fetch_add(1, std::memory_order_relaxed);
+  const int64_t stuck_before = Ticks() - std::chrono::steady_clock::duration(kStuckAfter).count();
   uint32_t best = kNoPath;
+  bool best_stuck = true;
   int best_rank = kNever;
   int64_t best_queue = 0;
   for (uint32_t k = 0; k < n; ++k) {
@@ -185,10 +192,19 @@ uint32_t PathSet::Choose(uint64_t lun, uint32_t avoid) {
       rank = Rank(static_cast<AluaState>(l->state[i].load(std::memory_order_relaxed)));
       if (rank == kNever) continue;
     }
-    const int64_t queue = paths_[i]->outstanding.load(std::memory_order_relaxed);
-    if (best == kNoPath || rank < best_rank ||
-        (rank == best_rank && selector_ == PathSelector::kQueueLength && queue < best_queue)) {
+    const Path& p = *paths_[i];
+    const int64_t queue = p.outstanding.load(std::memory_order_relaxed);
+    const bool stuck =
+        queue > 0 && p.last_completion.load(std::memory_order_relaxed) < stuck_before;
+    // A path that moves beats one that does not; then the ALUA class; then the queue.
+    const bool better =
+        best == kNoPath || (best_stuck && !stuck) ||
+        (best_stuck == stuck &&
+         (rank < best_rank ||
+          (rank == best_rank && selector_ == PathSelector::kQueueLength && queue < best_queue)));
+    if (better) {
       best = i;
+      best_stuck = stuck;
       best_rank = rank;
       best_queue = queue;
     }
@@ -216,12 +232,7 @@ void PathSet::Submit(Task* task) {
     paths_.front()->session->Submit(task);
     return;
   }
-  uint64_t alua = 0;
-  for (const auto& p : paths_) alua += p->session->alua_changes();
-  if (alua != alua_changes_seen_.load(std::memory_order_relaxed)) {
-    alua_changes_seen_.store(alua, std::memory_order_relaxed);
-    RequestRefresh();
-  }
+  CheckAluaChanges();
   task->path_set = this;
   task->path_on_complete = task->on_complete;
   task->on_complete = &PathSet::Completed;
@@ -230,9 +241,29 @@ void PathSet::Submit(Task* task) {
   SendOn(path, task);
 }
 
+void PathSet::NoteState(const Lun& lun, uint32_t path, AluaState state, const char* how) {
+  const uint8_t before = lun.state[path].exchange(static_cast<uint8_t>(state));
+  if (before == static_cast<uint8_t>(state)) return;
+  path_changes_.fetch_add(1, std::memory_order_relaxed);
+  Log(LogLevel::kWarning,
+      "path " + std::to_string(path + 1) + " to " + primary_target_ + ", LUN " +
+          std::to_string(lun.lun) + ": port group " + std::to_string(lun.port_group[path]) +
+          " is " + scsi::AluaStateName(state) + " (was " +
+          scsi::AluaStateName(static_cast<AluaState>(before)) + ", " + how + ")");
+}
+
+void PathSet::CheckAluaChanges() {
+  uint64_t alua = 0;
+  for (const auto& p : paths_) alua += p->session->alua_changes();
+  if (alua_changes_seen_.exchange(alua, std::memory_order_relaxed) != alua) RequestRefresh();
+}
+
 void PathSet::SendOn(uint32_t path, Task* task) {
   task->path = path;
-  paths_[path]->outstanding.fetch_add(1, std::memory_order_relaxed);
+  // An idle path starts its stuck clock at its first command, not at its last completion.
+  if (paths_[path]->outstanding.fetch_add(1, std::memory_order_relaxed) == 0) {
+    paths_[path]->last_completion.store(Ticks(), std::memory_order_relaxed);
+  }
   paths_[path]->session->Submit(task);
 }
 
@@ -248,26 +279,26 @@ void PathSet::Completed(Task* task) {
   PathSet* set = static_cast<PathSet*>(task->path_set);
   Path& from = *set->paths_[task->path];
   from.outstanding.fetch_sub(1, std::memory_order_relaxed);
+  // A unit attention the session retried may have said the ALUA states changed.
+  if (task->retries > 0) set->CheckAluaChanges();
   if (task->status.ok() && task->scsi_status == scsi_status::kCheckCondition) {
     const scsi::AluaSense alua = scsi::ClassifyAluaSense(
         DecodeSense(std::span<const uint8_t>(task->sense, task->sense_length)));
-    if (alua == scsi::AluaSense::kStandby || alua == scsi::AluaSense::kUnavailable) {
-      // The path's port group cannot serve the LUN now: note it (the refresh confirms it) and
-      // send the task by another path, if there is one.
-      if (const Lun* l = set->FindLun(task->lun)) {
-        l->state[task->path].store(
-            static_cast<uint8_t>(alua == scsi::AluaSense::kStandby ? AluaState::kStandby
-                                                                   : AluaState::kUnavailable),
-            std::memory_order_relaxed);
+    // Standby or unavailable, or still transitioning or changing after the session's retries
+    // on this path: the path's port group cannot serve the LUN now. The state is noted (the
+    // refresh confirms it) and the task goes by another path, if there is one.
+    std::optional<AluaState> state;
+    if (alua == scsi::AluaSense::kStandby) state = AluaState::kStandby;
+    if (alua == scsi::AluaSense::kUnavailable) state = AluaState::kUnavailable;
+    if (alua == scsi::AluaSense::kTransitioning) state = AluaState::kTransitioning;
+    if (state || alua == scsi::AluaSense::kStateChanged ||
+        alua == scsi::AluaSense::kImplicitTransitionFailed) {
+      if (Lun* l = set->FindLun(task->lun); l && state) {
+        set->NoteState(*l, task->path, *state, "answered a command so");
       }
       set->RequestRefresh();
       const uint32_t other = set->Choose(task->lun, task->path);
       if (other != kNoPath) {
-        Log(LogLevel::kInfo, "path " + std::to_string(task->path + 1) + " to " +
-                                 set->primary_target_ + " answered " +
-                                 (alua == scsi::AluaSense::kStandby ? "standby" : "unavailable") +
-                                 " for LUN " + std::to_string(task->lun) + "; sent by path " +
-                                 std::to_string(other + 1));
         task->status = Status::OK();
         task->scsi_status = 0;
         task->sense_length = 0;
@@ -277,6 +308,7 @@ void PathSet::Completed(Task* task) {
     }
   }
   from.completed.fetch_add(1, std::memory_order_relaxed);
+  from.last_completion.store(Ticks(), std::memory_order_relaxed);
   task->on_complete = task->path_on_complete;
   task->path_set = nullptr;
   task->on_complete(task);
@@ -365,14 +397,10 @@ iser::Status PathSet::ProbePath(uint32_t path, Lun* lun, bool identity) {
   if (!groups.ok()) return groups.status();
   for (const scsi::TargetPortGroup& g : groups->groups) {
     if (g.id != lun->port_group[path]) continue;
-    const uint8_t before = lun->state[path].exchange(static_cast<uint8_t>(g.state));
-    if (before != static_cast<uint8_t>(g.state) && !identity) {
-      path_changes_.fetch_add(1, std::memory_order_relaxed);
-      Log(LogLevel::kWarning, "path " + std::to_string(path + 1) + " to " + primary_target_ +
-                                  ", LUN " + std::to_string(lun->lun) + ": port group " +
-                                  std::to_string(g.id) + " is " + scsi::AluaStateName(g.state) +
-                                  " (was " + scsi::AluaStateName(static_cast<AluaState>(before)) +
-                                  ")");
+    if (identity) {
+      lun->state[path].store(static_cast<uint8_t>(g.state));
+    } else {
+      NoteState(*lun, path, g.state, "reported by REPORT TARGET PORT GROUPS");
     }
   }
   return Status::OK();

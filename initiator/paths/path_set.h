@@ -11,10 +11,12 @@
 // Submit picks, among the healthy paths that serve the task's LUN, those in the best ALUA state
 // (active/optimized, else active/non-optimized, else transitioning; never standby, unavailable
 // or offline), and among them the one with the fewest outstanding tasks (queue-length) or the
-// next in turn (round-robin). With no such path the task goes to the serving path lost last,
-// whose recovery holds it (replacement_timeout applies as on a lone session), and moves as soon
-// as another path is usable. A task answered NOT READY 04/0B or 04/0C (standby, unavailable)
-// moves to another path instead of failing, when there is one.
+// next in turn (round-robin); a path that has had tasks outstanding and completed none for half a
+// second comes after every path that has not (a stall shows long before the path is lost). With no
+// such path the task goes to the serving path lost last, whose recovery holds it
+// (replacement_timeout applies as on a lone session), and moves as soon as another path is usable.
+// A task answered NOT READY 04/0B or 04/0C (standby, unavailable) moves to another path instead of
+// failing, when there is one.
 //
 // Write safety (docs/multipath.md): the sessions are TaskHandoff members: a path that loses its
 // connection hands over at once what is safe to run elsewhere (tasks that never reached the
@@ -35,11 +37,13 @@
 #include <memory>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "initiator/base/mutex.h"
 #include "initiator/base/status.h"
 #include "initiator/base/thread_annotations.h"
+#include "initiator/scsi/alua.h"
 #include "initiator/session/session.h"
 #include "initiator/session/session_options.h"
 
@@ -90,6 +94,8 @@ class PathSet final {
 
   // The first path's session: where the set was opened, for what is the same on every path.
   Session& primary() { return *paths_.front()->session; }
+  // Path i's session (i < size()), for commands of its own.
+  Session& session(size_t i) { return *paths_[i]->session; }
   SessionStats primary_stats() const { return paths_.front()->session->stats(); }
   size_t size() const { return paths_.size(); }
   const std::string& target_name() const { return primary_target_; }
@@ -120,6 +126,8 @@ class PathSet final {
     std::atomic<uint64_t> completed{0};
     std::atomic<bool> was_healthy{true};
     std::atomic<int64_t> lost_at{0};  // steady clock ticks of the last loss
+    // Steady clock ticks of its last completion, or of its first command after it was idle.
+    std::atomic<int64_t> last_completion{0};
     bool TakeOver(Task* task) override { return set->TakeOver(this, task); }
     void ConnectionChanged() override { set->ConnectionChanged(this); }
     std::vector<Portal> ReachablePortals() override { return set->ReachablePortals(this); }
@@ -140,6 +148,7 @@ class PathSet final {
 
   PathSet() = default;
   const Lun* FindLun(uint64_t lun) const;
+  Lun* FindLun(uint64_t lun) { return const_cast<Lun*>(std::as_const(*this).FindLun(lun)); }
   // The path for a task of this LUN other than `avoid` (kNoPath: none), or kNoPath when none
   // is usable.
   static constexpr uint32_t kNoPath = ~0u;
@@ -147,6 +156,12 @@ class PathSet final {
   // The serving path lost last: where a task waits when no path is usable.
   uint32_t Fallback(uint64_t lun) const;
   void SendOn(uint32_t path, Task* task);
+  // Stores a path's ALUA state for a LUN; a change is a path change, logged with how we learned
+  // it.
+  void NoteState(const Lun& lun, uint32_t path, scsi::AluaState state, const char* how);
+  // Asks for a refresh when a session counted a unit attention 2A/06 or 2A/07 since the last
+  // look.
+  void CheckAluaChanges();
   static void Completed(Task* task);
   bool TakeOver(Path* from, Task* task);
   void ConnectionChanged(Path* path);

@@ -174,6 +174,8 @@ AluaSense ClassifyAluaSense(const Sense& sense) {
       case 0x0b:
         return AluaSense::kStandby;
       case 0x0c:
+      // LOGICAL UNIT NOT READY, OFFLINE: how LIO reports a port group in the offline state.
+      case 0x12:
         return AluaSense::kUnavailable;
     }
   }

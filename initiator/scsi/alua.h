@@ -118,7 +118,8 @@ enum class AluaSense : uint8_t {
   kNone,
   kTransitioning,             // NOT READY, 04/0A ASYMMETRIC ACCESS STATE TRANSITION
   kStandby,                   // NOT READY, 04/0B TARGET PORT IN STANDBY STATE
-  kUnavailable,               // NOT READY, 04/0C TARGET PORT IN UNAVAILABLE STATE
+  kUnavailable,               // NOT READY, 04/0C TARGET PORT IN UNAVAILABLE STATE, or 04/12
+                              // LOGICAL UNIT NOT READY, OFFLINE (LIO's offline state)
   kStateChanged,              // UNIT ATTENTION, 2A/06 ASYMMETRIC ACCESS STATE CHANGED
   kImplicitTransitionFailed,  // UNIT ATTENTION, 2A/07 IMPLICIT ... TRANSITION FAILED
 };

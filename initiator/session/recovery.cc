@@ -479,6 +479,7 @@ Status Session::Reconnect(const Portal& portal, uint64_t replayed, Clock::time_p
   old.reset();
   connected_ = true;
   failed_ = false;
+  dm_->SetTimerPeriod(TimerPeriodFor(options_));
   if (Status st = dm_->Start(this); !st.ok()) {
     connected_ = false;
     failed_ = true;

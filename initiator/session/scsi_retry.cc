@@ -12,11 +12,9 @@ std::chrono::milliseconds Backoff(uint8_t retries) {
   return std::chrono::milliseconds(std::min(10 << std::min<int>(retries, 7), 1000));
 }
 
-}  // namespace
-
-RetryDecision DecideScsiRetry(const Task& t) {
+// The outcome's kind and delay, whatever the count of earlier retries.
+RetryDecision Decide(const Task& t) {
   RetryDecision d;
-  if (t.retries >= kMaxScsiRetries) return d;
   switch (t.scsi_status) {
     case scsi_status::kBusy:
       d.retry = true;
@@ -54,6 +52,7 @@ RetryDecision DecideScsiRetry(const Task& t) {
       } else if (sense.asc == 0x04 && sense.ascq == 0x0a) {
         // An ALUA transition takes seconds: the same path is the one to ask again (SPC-5 5.16.2.6).
         d.retry = true;
+        d.transitioning = true;
         d.delay = std::chrono::milliseconds(1000);
         d.reason = "NOT READY (asymmetric access state transition)";
       }
@@ -63,6 +62,17 @@ RetryDecision DecideScsiRetry(const Task& t) {
       d.reason = "ABORTED COMMAND";
       return d;
   }
+  return d;
+}
+
+}  // namespace
+
+RetryDecision DecideScsiRetry(const Task& t) {
+  RetryDecision d = Decide(t);
+  // An ALUA transition may take a minute (Linux waits that long); everything else gets its
+  // few attempts.
+  const uint8_t most = d.transitioning ? kMaxTransitionRetries : kMaxScsiRetries;
+  if (t.retries >= most) d.retry = false;
   return d;
 }
 

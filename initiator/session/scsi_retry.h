@@ -23,12 +23,15 @@ struct RetryDecision {
   bool capacity_changed = false;       // UNIT ATTENTION 2A/09: the LUN's size changed
   bool luns_changed = false;           // UNIT ATTENTION 3F/0E: LUNs were added or removed
   bool alua_changed = false;           // UNIT ATTENTION 2A/06 or 2A/07: ALUA states changed
+  bool transitioning = false;          // NOT READY 04/0A: an ALUA transition under way
   const char* reason = "";             // "BUSY", "UNIT ATTENTION", ... for logs
   Sense sense;                         // decoded for CHECK CONDITION, for the same logs
 };
 
 // Attempts a task gets for one kind of outcome before its last answer stands.
 inline constexpr uint8_t kMaxScsiRetries = 8;
+// Attempts, a second apart, while the LUN says an ALUA transition is under way (NOT READY 04/0A).
+inline constexpr uint8_t kMaxTransitionRetries = 60;
 
 // t has completed with a SCSI status (t.status is OK); t.retries counts earlier retries.
 RetryDecision DecideScsiRetry(const Task& t);

@@ -111,6 +111,7 @@ Result<std::unique_ptr<Session>> Session::Open(const SessionOptions& options) {
     s->stats_.current_tpgt = outcome.params.target_portal_group_tag;
     s->stats_.datamover = s->dm_->Mechanism();
   }
+  s->dm_->SetTimerPeriod(TimerPeriodFor(options));
   ISER_RETURN_IF_ERROR(s->dm_->Start(s.get()));
   s->started_ = true;
   Log(LogLevel::kDebug, "logged in to " + s->Describe() + ", TSIH " + std::to_string(outcome.tsih));

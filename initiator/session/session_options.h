@@ -3,6 +3,7 @@
 // tests use to replace the transport).
 #pragma once
 
+#include <algorithm>
 #include <chrono>
 #include <string>
 #include <vector>
@@ -46,5 +47,16 @@ struct SessionOptions {
   // The handoff outlives the session.
   TaskHandoff* handoff = nullptr;
 };
+
+// How often the session's timer runs on its connection: a quarter of the shorter of the NOP-Out
+// interval and timeout, between 100 ms and 1 s, so that a silent target is noticed within about a
+// quarter more than they say.
+inline std::chrono::milliseconds TimerPeriodFor(const SessionOptions& o) {
+  std::chrono::milliseconds shortest{1000};
+  for (std::chrono::milliseconds t : {o.nop_interval, o.nop_timeout}) {
+    if (t.count() > 0) shortest = std::min(shortest, t / 4);
+  }
+  return std::max(shortest, std::chrono::milliseconds(100));
+}
 
 }  // namespace iser

@@ -120,6 +120,11 @@ class Datamover {
   // Applies what login negotiated (digests, segment lengths) to everything that follows.
   virtual Status EnterFullFeature(const ConnectionParams& params) = 0;
 
+  // How often OnTimer runs, from Start on (1 s unless set before Start): the session asks for
+  // less when its NOP-Out interval or timeout is short, so that a silent target is noticed in
+  // time.
+  virtual void SetTimerPeriod(std::chrono::milliseconds period) = 0;
+
   // Full feature phase.
   virtual Status Start(DatamoverEvents* events) = 0;
   virtual void Wake() = 0;

@@ -73,6 +73,8 @@ class IoLoop {
   IoLoop& operator=(const IoLoop&) = delete;
 
   Status Open();
+  // The tick's period, before Start.
+  void set_tick(std::chrono::milliseconds tick) { tick_ = tick; }
   Status Add(int fd, uint32_t events, FdCallback on_ready);
   Status Modify(int fd, uint32_t events);
   // The callback is dropped even when epoll_ctl fails; no event of `fd` reaches it afterwards.
@@ -94,7 +96,7 @@ class IoLoop {
   void Dispatch(int fd, uint32_t events);
 
   const std::string thread_name_;
-  const std::chrono::milliseconds tick_;
+  std::chrono::milliseconds tick_;
   int epoll_fd_ = -1;
   int wake_fd_ = -1;
   int timer_fd_ = -1;

@@ -51,6 +51,8 @@ class FakeDatamover final : public Datamover {
     return c_->options_.enter_full_feature_status;
   }
 
+  // The test fires the timer itself (FireTimer).
+  void SetTimerPeriod(std::chrono::milliseconds) override {}
   Status Start(DatamoverEvents* events) override {
     if (!c_->options_.start_status.ok()) return c_->options_.start_status;
     c_->events_ = events;

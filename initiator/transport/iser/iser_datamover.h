@@ -56,6 +56,7 @@ class IserDatamover final : public Datamover, private IoLoopEvents {
   DataInAccounting data_in_accounting() const override { return DataInAccounting::kTargetPlaced; }
   // Commands wait for a data slot or locked memory, and control PDUs pass them (SendQueued).
   bool PostsCommandsLater() const override { return true; }
+  void SetTimerPeriod(std::chrono::milliseconds period) override { loop_.set_tick(period); }
   Status Start(DatamoverEvents* events) override;
   void Wake() override { loop_.Wake(); }
   bool OnIoThread() const override { return loop_.OnIoThread(); }

@@ -15,6 +15,7 @@ class TcpDatamover final : public TcpFramedDatamover, private IoLoopEvents {
   TcpDatamover() : TcpFramedDatamover("epoll") {}
   ~TcpDatamover() override;
 
+  void SetTimerPeriod(std::chrono::milliseconds period) override { loop_.set_tick(period); }
   Status Start(DatamoverEvents* events) override;
   void Wake() override { loop_.Wake(); }
   bool OnIoThread() const override { return loop_.OnIoThread(); }

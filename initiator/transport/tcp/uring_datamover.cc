@@ -17,7 +17,6 @@ namespace {
 
 // A receive (and the timeout before it), a send and an eventfd read are in flight at most.
 constexpr unsigned kEntries = 8;
-constexpr auto kTick = std::chrono::seconds(1);
 // Registered file indexes.
 constexpr int kSocketFile = 0;
 constexpr int kWakeFile = 1;
@@ -327,7 +326,7 @@ void UringDatamover::Run() {
   // Saves looking the ring's descriptor up on every io_uring_enter; older kernels refuse it and
   // the descriptor is used as is.
   io_uring_register_ring_fd(&ring_);
-  Clock::time_point next_tick = Clock::now() + kTick;
+  Clock::time_point next_tick = Clock::now() + tick_;
   while (!stopping_) {
     Arm();
     awake_.store(false);
@@ -359,7 +358,7 @@ void UringDatamover::Run() {
     while (completion_next_ < completion_count_) Complete(completions_[completion_next_++]);
     completion_next_ = completion_count_ = 0;
     if (const Clock::time_point now = Clock::now(); now >= next_tick) {
-      next_tick = now + kTick;
+      next_tick = now + tick_;
       events_->OnTimer();
     }
     // After every handler of the round, OnTimer's (command timeouts) included.

@@ -75,6 +75,7 @@ class UringDatamover final : public TcpFramedDatamover {
   // such as Docker's default make io_uring_setup fail with EPERM).
   static Status Probe();
 
+  void SetTimerPeriod(std::chrono::milliseconds period) override { tick_ = period; }
   Status Start(DatamoverEvents* events) override;
   void Wake() override;
   bool OnIoThread() const override { return std::this_thread::get_id() == thread_id_.load(); }
@@ -143,6 +144,7 @@ class UringDatamover final : public TcpFramedDatamover {
 
   io_uring ring_{};
   bool ring_open_ = false;
+  std::chrono::milliseconds tick_{1000};  // OnTimer's period
   int wake_fd_ = -1;
   std::thread thread_;
   // Released once Start has stored thread_: the loop, and whatever its events start (the
