@@ -235,10 +235,11 @@ uint64_t Session::OfferMovable() {
   {
     MutexLock lock(&submit_mu_);
     offer_requested_ = false;
+    // A lone session keeps its submit queue for the next connection, as it is.
+    if (!options_.handoff) return 0;
     submitted = submit_head_;
     submit_head_ = submit_tail_ = nullptr;
   }
-  if (!options_.handoff) return 0;
   while (submitted) {
     Task* next = submitted->next;
     Enqueue(submitted);

@@ -51,6 +51,9 @@ class RecordingHandoff : public TaskHandoff {
 
 class SessionHandoffTest : public SessionTest {
  protected:
+  // The session ends (its recovery thread joined) before the handoff it calls is gone.
+  ~SessionHandoffTest() override { session_.reset(); }
+
   SessionOptions HandoffOptions() {
     SessionOptions o = Options();
     o.recover = true;
@@ -183,7 +186,9 @@ TEST_F(SessionHandoffTest, WithoutAReachablePortalASentWriteIsReplayedHere) {
   EXPECT_EQ(write.completions, 1);
 }
 
-// Without a handoff nothing changes: the read waits for the session's own recovery.
+// Without a handoff nothing changes: the read waits for the session's own recovery, and so does
+// a task submitted while the session recovers (the recovery thread must not take it from the
+// submit queue).
 TEST_F(SessionHandoffTest, WithoutAHandoffEverythingIsReplayedHere) {
   SessionOptions o = HandoffOptions();
   o.handoff = nullptr;
@@ -192,12 +197,23 @@ TEST_F(SessionHandoffTest, WithoutAHandoffEverythingIsReplayedHere) {
   session_->Submit(&read.task);
   ASSERT_EQ(TakeCommands().size(), 1u);
   LoseConnection();
+  // Once the recovery thread runs (its first attempt fails), a task submitted waits in the
+  // submit queue; asking for an offer must leave it there.
+  std::this_thread::sleep_for(milliseconds(50));
+  TestTask& later = NewRead(4096);
+  session_->Submit(&later.task);
+  session_->OfferWaiting();
+  std::this_thread::sleep_for(milliseconds(50));
   reconnect_ = true;
   // Counted after the replay was sent.
   ASSERT_TRUE(Eventually([&] { return session_->stats().recoveries >= 1; }));
   const std::vector<SentPdu> again = TakeCommands();
-  ASSERT_EQ(again.size(), 1u);
+  ASSERT_EQ(again.size(), 2u) << "the read in flight and the one submitted while recovering";
   EXPECT_EQ(again[0].task, &read.task);
+  EXPECT_EQ(again[1].task, &later.task);
+  Respond(read);
+  Respond(later);
+  EXPECT_EQ(later.completions, 1);
   EXPECT_EQ(handoff_.changes, 0);
 }
 
