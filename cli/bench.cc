@@ -528,8 +528,9 @@ void AddBenchCommand(CLI::App& app, GlobalOptions& g) {
     if (!st.ok()) throw CLI::RuntimeError(Fail(st));
     bench.Print(target, **paths);
     dev->reset();
-    st = (*paths)->primary().Close();
-    if (Status all = (*paths)->Close(); st.ok()) st = all;
+    // The set first (it closes the sessions it opened, quietly), then a lone session of Of's.
+    st = (*paths)->Close();
+    if (Status lone = (*paths)->primary().Close(); st.ok()) st = lone;
     if (!st.ok()) throw CLI::RuntimeError(Fail(st));
     if (bench.verify_failed()) {
       std::fprintf(stderr, "iser-connect: verify failed: data read back does not match\n");

@@ -239,7 +239,13 @@ Result<std::shared_ptr<PathSet>> OpenPaths(IscsiUrl url, const ConnectOptions& o
   }
   const uint32_t per_portal = url.nr_sessions.value_or(1);
   const bool several = portals.size() * per_portal > 1;
-  std::vector<SessionOptions> paths;
+  if (portals.size() * per_portal > 16) {
+    return Status::InvalidArgument(
+        std::to_string(portals.size()) + " portals with nr_sessions=" + std::to_string(per_portal) +
+        " make " + std::to_string(portals.size() * per_portal) +
+        " paths; a device has at most 16 (name fewer portals with portal=, or lower nr_sessions)");
+  }
+  std::vector<SessionOptions> by_portal;
   for (const Where& w : portals) {
     SessionOptions path = *so;
     if (several) {
@@ -255,7 +261,12 @@ Result<std::shared_ptr<PathSet>> OpenPaths(IscsiUrl url, const ConnectOptions& o
         path.alternate_portals.push_back(other.portal);
       }
     }
-    for (uint32_t i = 0; i < per_portal && paths.size() < 16; ++i) paths.push_back(path);
+    by_portal.push_back(std::move(path));
+  }
+  // One session to each portal first: the first paths to open reach every portal.
+  std::vector<SessionOptions> paths;
+  for (uint32_t i = 0; i < per_portal; ++i) {
+    paths.insert(paths.end(), by_portal.begin(), by_portal.end());
   }
   if (paths.size() == 1) {
     Result<std::unique_ptr<Session>> s = Session::Open(paths.front());

@@ -282,7 +282,8 @@ Result<IscsiUrl> ParseIscsiUrl(std::string_view text) {
       url.multipath = *value == "on";
     } else if (name == "nr_sessions") {
       const std::string& v = *value;
-      if (v.empty() || v.size() > 2 || !std::all_of(v.begin(), v.end(), ::isdigit) ||
+      if (v.empty() || v.size() > 2 ||
+          !std::all_of(v.begin(), v.end(), [](unsigned char c) { return std::isdigit(c); }) ||
           std::stoul(v) < 1 || std::stoul(v) > 16) {
         return bad("nr_sessions '" + v + "': a number of paths per portal from 1 to 16");
       }

@@ -40,7 +40,7 @@ struct DaemonLogin {
 };
 
 // Logs in to each spec's target (every disk LUN, or the URL's LUN) in the tree's daemon, what
-// OpenSession(url, options) does, served as spec.serve says, and calls done(i, result) for specs[i]
+// OpenPaths(url, options) does, served as spec.serve says, and calls done(i, result) for specs[i]
 // as each ends (not in order). The daemon's failure comes back as its Status (a process option
 // that differs from the running daemon's: InvalidArgument). A target that any holder of this user
 // holds already (the daemon, a whole-portal or single-target mount) is not logged in to again:

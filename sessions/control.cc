@@ -179,6 +179,9 @@ Json LoginRequest(const LoginSpec& spec) {
   Json portals = Json::array();
   for (const Portal& p : url.alternate_portals) portals.push_back(WirePortal(p));
   u["alternate_portals"] = portals;
+  if (url.multipath) u["multipath"] = *url.multipath;
+  if (url.nr_sessions) u["nr_sessions"] = *url.nr_sessions;
+  if (!url.path_selector.empty()) u["path_selector"] = url.path_selector;
 
   Json o = {{"initiator_name", options.initiator_name},
             {"password_hint", options.password_hint},
@@ -224,6 +227,9 @@ Status ParseLoginRequest(const Json& request, LoginSpec* spec) {
       out.command_timeout = milliseconds(u.at("command_timeout_ms").get<int64_t>());
     }
     for (const Json& p : u.at("alternate_portals")) out.alternate_portals.push_back(PortalOf(p));
+    if (u.contains("multipath")) out.multipath = u.at("multipath").get<bool>();
+    if (u.contains("nr_sessions")) out.nr_sessions = u.at("nr_sessions").get<uint32_t>();
+    if (u.contains("path_selector")) out.path_selector = u.at("path_selector").get<std::string>();
 
     const Json& o = request.at("options");
     ConnectOptions c;

@@ -46,7 +46,7 @@ struct ServeOptions {
   std::optional<unsigned> threads;
 };
 
-// One login: what OpenSession takes, and how to serve the target.
+// One login: what OpenPaths takes, and how to serve the target.
 struct LoginSpec {
   IscsiUrl url;
   ConnectOptions options;

@@ -52,6 +52,13 @@ Json ParametersJson(const NegotiatedParams& p) {
 
 }  // namespace
 
+Status LogOut(PathSet& paths) {
+  Status first = paths.Close();
+  // Closing it again is a no-op for a set that owns its sessions.
+  if (Status st = paths.primary().Close(); first.ok()) first = st;
+  return first;
+}
+
 Json SessionStatus(Session& session, const std::string& target,
                    const std::vector<std::string>& files, bool read_only) {
   const SessionStats s = session.stats();

@@ -25,6 +25,7 @@
 #include <vector>
 
 #include "initiator/base/status.h"
+#include "initiator/paths/path_set.h"
 #include "initiator/session/session.h"
 #include "sessions/control.h"
 #include "sessions/session_ids.h"
@@ -57,6 +58,11 @@ class Holder {
 // follows its LUNs' sizes by itself, nbdkit lists exports as clients ask): nothing added or
 // removed. Closes fd; fd -1 (SIGHUP's) is ignored.
 void ReplyNothingToRescan(int fd);
+
+// Logs out of every path of a target (OpenPaths, discovery/connect.h): PathSet::Close, and the
+// lone session of a set of one, which PathSet::Of leaves to whoever opened it (here the holder).
+// The first failure.
+Status LogOut(PathSet& paths);
 
 // One session as a status reply lists it: target, portal, connection, transport, datamover,
 // state, whether its files are read-only, counters, files (absolute paths) and negotiated

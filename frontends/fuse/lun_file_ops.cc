@@ -168,7 +168,7 @@ void LunFileRead(fuse_req_t req, const LunFile& f, size_t size, off_t off) {
   thread_local uint64_t buf_changes = 0;
   thread_local size_t buf_lun_bytes = 0;
   if (buf.size() < n) buf.resize(n);
-  auto changes = [&f] { return f.device->session().lun_changes() + f.cached->changes.load(); };
+  auto changes = [&f] { return f.device->paths().lun_changes() + f.cached->changes.load(); };
   const uint64_t changes_before = changes();
   const bool same_lun =
       buf_lun == f.device->id() && buf_changes == changes_before && n <= buf_lun_bytes;

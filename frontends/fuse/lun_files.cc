@@ -11,8 +11,8 @@ std::string LunFileName(uint64_t lun) {
 
 namespace {
 
-Status OpenOne(const std::shared_ptr<Session>& session, uint64_t lun, std::vector<LunFile>* files) {
-  Result<std::unique_ptr<BlockDevice>> dev = BlockDevice::Open(session, lun);
+Status OpenOne(const std::shared_ptr<PathSet>& paths, uint64_t lun, std::vector<LunFile>* files) {
+  Result<std::unique_ptr<BlockDevice>> dev = BlockDevice::Open(paths, lun);
   if (!dev.ok()) return dev.status();
   const LunInfo& i = (*dev)->info();
   if (LogEnabled(LogLevel::kDebug)) {
@@ -60,23 +60,23 @@ bool KeepCachedPages(const LunFile& f, const LunIdentity& now, uint64_t size) {
   return keep;
 }
 
-Result<std::vector<LunFile>> OpenLunFiles(const std::shared_ptr<Session>& session,
+Result<std::vector<LunFile>> OpenLunFiles(const std::shared_ptr<PathSet>& paths,
                                           std::optional<uint64_t> lun) {
   std::vector<LunFile> files;
   if (lun) {
-    ISER_RETURN_IF_ERROR(OpenOne(session, *lun, &files));
+    ISER_RETURN_IF_ERROR(OpenOne(paths, *lun, &files));
     return files;
   }
-  Result<std::vector<uint64_t>> luns = ReportLuns(*session);
+  Result<std::vector<uint64_t>> luns = ReportLuns(paths->primary());
   if (!luns.ok()) return luns.status();
   for (uint64_t n : *luns) {
     // Probe first: a target's controller and other non-disk LUNs are skipped, not errors.
-    Result<LunInfo> info = ProbeLun(*session, n);
+    Result<LunInfo> info = ProbeLun(paths->primary(), n);
     if (!info.ok()) return info.status();
-    if (info->is_disk) ISER_RETURN_IF_ERROR(OpenOne(session, n, &files));
+    if (info->is_disk) ISER_RETURN_IF_ERROR(OpenOne(paths, n, &files));
   }
   if (files.empty()) {
-    return Status::NotFound("target " + session->target_name() + " has no disk LUN");
+    return Status::NotFound("target " + paths->target_name() + " has no disk LUN");
   }
   return files;
 }

@@ -1,6 +1,7 @@
-// LunFiles: the LUNs a mount exposes, each a BlockDevice on one shared session plus the name of
-// its file. Opening probes the LUNs; a URL naming a LUN that is not a disk is an error, while a
-// whole-target mount skips non-disk LUNs and fails only when none is left.
+// LunFiles: the LUNs a mount exposes, each a BlockDevice on the target's shared paths
+// (OpenPaths, discovery/connect.h) plus the name of its file. Opening probes the LUNs; a URL naming
+// a LUN that is not a disk is an error, while a whole-target mount skips non-disk LUNs and fails
+// only when none is left.
 #pragma once
 
 #include <atomic>
@@ -15,7 +16,7 @@
 #include "initiator/base/thread_annotations.h"
 #include "initiator/block/block_device.h"
 #include "initiator/block/lun_info.h"
-#include "initiator/session/session.h"
+#include "initiator/paths/path_set.h"
 
 namespace iser::fuse {
 
@@ -27,7 +28,7 @@ struct CachedLun {
   LunIdentity identity ISER_GUARDED_BY(mu);
   uint64_t size ISER_GUARDED_BY(mu) = 0;
   // Times a check found another identity or size (KeepCachedPages returned false, or an open
-  // without the page cache read another size): with the session's lun_changes(), what says that
+  // without the page cache read another size): with the paths' lun_changes(), what says that
   // bytes read from the file earlier may be another LUN's (lun_file_ops.cc's read buffer).
   std::atomic<uint64_t> changes{0};
 };
@@ -41,7 +42,7 @@ struct LunFile {
 };
 
 // lun: the URL's LUN, or nullopt for every disk LUN the target reports (REPORT LUNS).
-Result<std::vector<LunFile>> OpenLunFiles(const std::shared_ptr<Session>& session,
+Result<std::vector<LunFile>> OpenLunFiles(const std::shared_ptr<PathSet>& paths,
                                           std::optional<uint64_t> lun);
 
 std::string LunFileName(uint64_t lun);

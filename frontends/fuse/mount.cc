@@ -37,13 +37,14 @@ std::string FsName(const IscsiUrl& url) {
   return name;
 }
 
-// A single-target mount in the session table (sessions/holder.h): `session` lists its session,
-// a logout of its target ends the mount. It takes no logins: its mount point shows one target.
+// A single-target mount in the session table (sessions/holder.h): `session` lists its session
+// (its first path's: the status reply has no place for paths yet), a logout of its target ends the
+// mount and every path. It takes no logins: its mount point shows one target.
 class MountHolder : public sessions::Holder {
  public:
-  MountHolder(Session& session, std::string target, std::vector<std::string> files, bool read_only,
+  MountHolder(PathSet& paths, std::string target, std::vector<std::string> files, bool read_only,
               fuse_session* se)
-      : session_(session),
+      : paths_(paths),
         target_(std::move(target)),
         files_(std::move(files)),
         read_only_(read_only),
@@ -69,7 +70,8 @@ class MountHolder : public sessions::Holder {
   }
   sessions::Json Sessions(const std::string& only_target) override {
     if (!only_target.empty() && only_target != target_) return sessions::Json::array();
-    return sessions::Json::array({sessions::SessionStatus(session_, target_, files_, read_only_)});
+    return sessions::Json::array(
+        {sessions::SessionStatus(paths_.primary(), target_, files_, read_only_)});
   }
   // The LUNs of a single-target mount are the ones it was mounted with (SizeWatch follows their
   // sizes): a rescan has nothing to add.
@@ -77,7 +79,7 @@ class MountHolder : public sessions::Holder {
   void End() override { EndFuseLoop(se_, main_thread_); }
 
  private:
-  Session& session_;
+  PathSet& paths_;
   const std::string target_;
   const std::vector<std::string> files_;
   const bool read_only_;
@@ -91,11 +93,11 @@ Status Serve(const MountOptions& o, const std::string& mountpoint, ReadyReporter
   // Forked first, while this process has no other thread.
   std::unique_ptr<UnmountGuard> guard = o.auto_unmount ? UnmountGuard::Start(mountpoint) : nullptr;
   ShutdownSignalsBlocked blocked;
-  Result<std::shared_ptr<Session>> session = OpenSession(o.url, o.connect);
-  if (!session.ok()) return session.status();
-  Result<std::vector<LunFile>> files = OpenLunFiles(*session, o.url.lun);
+  Result<std::shared_ptr<PathSet>> paths = OpenPaths(o.url, o.connect);
+  if (!paths.ok()) return paths.status();
+  Result<std::vector<LunFile>> files = OpenLunFiles(*paths, o.url.lun);
   if (!files.ok()) {
-    (*session)->Close().IgnoreError();
+    sessions::LogOut(**paths).IgnoreError();
     return files.status();
   }
   bool all_read_only = true;
@@ -118,7 +120,7 @@ Status Serve(const MountOptions& o, const std::string& mountpoint, ReadyReporter
       fuse_session_new(&args, &BlockFileSystem::Ops(), sizeof(fuse_lowlevel_ops), &fs);
   fuse_opt_free_args(&args);
   if (!se) {
-    FlushAndLogOut(**session, fs.files(), read_only).IgnoreError();
+    FlushAndLogOut(**paths, fs.files(), read_only).IgnoreError();
     return Status::InvalidArgument("libfuse refused the mount options (see above)");
   }
   fuse_set_signal_handlers(se);
@@ -126,15 +128,15 @@ Status Serve(const MountOptions& o, const std::string& mountpoint, ReadyReporter
   if (fuse_session_mount(se, mountpoint.c_str()) != 0) {
     fuse_remove_signal_handlers(se);
     fuse_session_destroy(se);
-    FlushAndLogOut(**session, fs.files(), read_only).IgnoreError();
+    FlushAndLogOut(**paths, fs.files(), read_only).IgnoreError();
     return Status::IoError("cannot mount on " + mountpoint + " (libfuse's reason is above)");
   }
   if (guard) guard->Arm();
   std::vector<std::string> names;
   for (const LunFile& f : fs.files()) names.push_back(mountpoint + "/" + f.name);
-  MountHolder holder(**session, o.url.target, std::move(names), read_only, se);
-  const sessions::HolderPaths paths = PathsForRoot(mountpoint);
-  sessions::HolderServer registration(paths, "mount");
+  MountHolder holder(**paths, o.url.target, std::move(names), read_only, se);
+  const sessions::HolderPaths table = PathsForRoot(mountpoint);
+  sessions::HolderServer registration(table, "mount");
   Status result = registration.Register();
   if (result.ok() && !o.pidfile.empty()) result = WritePidFile(o.pidfile);
   const bool serve = result.ok();
@@ -149,9 +151,9 @@ Status Serve(const MountOptions& o, const std::string& mountpoint, ReadyReporter
   fuse_remove_signal_handlers(se);
   registration.Stop();
   // A login that finds no socket from now on waits for this lock, then for the unmount.
-  const int lock = serve ? sessions::LockStateDir(paths.state_dir) : -1;
+  const int lock = serve ? sessions::LockStateDir(table.state_dir) : -1;
   fuse_session_unmount(se);
-  Status st = FlushAndLogOut(**session, fs.files(), read_only);
+  Status st = FlushAndLogOut(**paths, fs.files(), read_only);
   if (result.ok()) result = st;
   fuse_session_destroy(se);
   if (!o.pidfile.empty()) unlink(o.pidfile.c_str());

@@ -4,7 +4,8 @@
 // Files: a URL with a LUN exposes that LUN as one file, a URL without a LUN exposes every disk LUN
 // the target reports (the controller LUN 0 of tgtd and other non-disk LUNs are skipped). Each file
 // is named "lun<N>" after its LUN number and has the LUN's exact size; see block_file_system.h
-// for the file semantics.
+// for the file semantics. The target is reached through its paths (OpenPaths: one session per
+// portal unless the URL says multipath=off, docs/multipath.md).
 //
 // A URL without a target (iscsi://PORTAL) mounts every target a SendTargets discovery at the
 // portal reports, as MOUNTPOINT/<target-iqn>/lun<N>, served by the tree of the session daemon
@@ -12,13 +13,13 @@
 // targets the portal added and out of those it dropped; `session` lists its sessions.
 //
 // Life cycle: the mount point must be an existing, empty directory. Unless foreground is set,
-// RunMount detaches: it forks before anything else runs (the session's I/O thread must live in
+// RunMount detaches: it forks before anything else runs (the sessions' I/O threads must live in
 // the process that serves the mount), the child connects, mounts, writes the pid file and only
 // then releases the parent, whose RunMount returns OK. Any failure up to that point (bad mount
 // point, unreachable portal, failed login, no LUN) is returned by the parent's RunMount with its
 // Status code and message, so the caller reports it and exits non-zero as it would in the
 // foreground. SIGINT, SIGTERM, SIGHUP or `fusermount3 -u` end the mount: in-flight requests
-// finish, every LUN gets SYNCHRONIZE CACHE, the session logs out, the mount is removed. With
+// finish, every LUN gets SYNCHRONIZE CACHE, every path logs out, the mount is removed. With
 // auto_unmount a crash still leaves no dead mount behind (fusermount3 watches the process, and
 // an UnmountGuard covers the case fusermount3 misses).
 //

@@ -12,6 +12,7 @@
 
 #include "frontends/fuse/lun_file_ops.h"
 #include "initiator/base/log.h"
+#include "sessions/holder.h"
 
 namespace iser::fuse {
 
@@ -107,13 +108,13 @@ Status RunFuseLoop(fuse_session* se, unsigned max_threads) {
   return Status::OK();
 }
 
-Status FlushAndLogOut(Session& session, std::vector<LunFile>& files, bool read_only) {
+Status FlushAndLogOut(PathSet& paths, std::vector<LunFile>& files, bool read_only) {
   std::vector<const LunFile*> list;
   for (const LunFile& f : files) list.push_back(&f);
-  return FlushAndLogOut(session, list, read_only);
+  return FlushAndLogOut(paths, list, read_only);
 }
 
-Status FlushAndLogOut(Session& session, const std::vector<const LunFile*>& files, bool read_only) {
+Status FlushAndLogOut(PathSet& paths, const std::vector<const LunFile*>& files, bool read_only) {
   Status first;
   for (const LunFile* f : files) {
     if (read_only || f->device->info().read_only) continue;
@@ -123,9 +124,9 @@ Status FlushAndLogOut(Session& session, const std::vector<const LunFile*>& files
       if (first.ok()) first = st;
     }
   }
-  Status st = session.Close();
+  Status st = sessions::LogOut(paths);
   if (!st.ok()) {
-    Log(LogLevel::kError, "logout of " + session.target_name() + ": " + st.ToString());
+    Log(LogLevel::kError, "logout of " + paths.target_name() + ": " + st.ToString());
     if (first.ok()) first = st;
   }
   return first;

@@ -12,7 +12,7 @@
 
 #include "frontends/fuse/lun_files.h"
 #include "initiator/base/status.h"
-#include "initiator/session/session.h"
+#include "initiator/paths/path_set.h"
 
 namespace iser::fuse {
 
@@ -63,8 +63,9 @@ Status RunFuseLoop(fuse_session* se, unsigned max_threads);
 void EndFuseLoop(fuse_session* se, pthread_t loop_thread);
 
 // Drains nothing itself: by the time it runs, no request uses the files any more. Makes the data
-// durable (SYNCHRONIZE CACHE on every writable LUN), then logs out. Returns the first error.
-Status FlushAndLogOut(Session& session, const std::vector<const LunFile*>& files, bool read_only);
-Status FlushAndLogOut(Session& session, std::vector<LunFile>& files, bool read_only);
+// durable (SYNCHRONIZE CACHE on every writable LUN), then logs out of every path
+// (sessions::LogOut). Returns the first error.
+Status FlushAndLogOut(PathSet& paths, const std::vector<const LunFile*>& files, bool read_only);
+Status FlushAndLogOut(PathSet& paths, std::vector<LunFile>& files, bool read_only);
 
 }  // namespace iser::fuse

@@ -27,8 +27,8 @@ SizeWatch::~SizeWatch() {
 void SizeWatch::Main() {
   std::vector<uint64_t> told;
   for (const LunFile& f : files_) told.push_back(f.device->size_bytes());
-  // Every file's device shares one session.
-  uint64_t changes_seen = files_.empty() ? 0 : files_.front().device->session().lun_changes();
+  // Every file's device shares one set of paths, and a unit attention may come on any of them.
+  uint64_t changes_seen = files_.empty() ? 0 : files_.front().device->paths().lun_changes();
   for (;;) {
     {
       MutexLock lock(&mu_);
@@ -39,7 +39,7 @@ void SizeWatch::Main() {
     // target's other LUNs do (3F/0E): then every LUN's identity is read again, so that a
     // descriptor kept open does not go on reading the old LUN's pages (an open checks too).
     std::vector<bool> replaced(files_.size(), false);
-    const uint64_t changes = files_.empty() ? 0 : files_.front().device->session().lun_changes();
+    const uint64_t changes = files_.empty() ? 0 : files_.front().device->paths().lun_changes();
     if (changes != changes_seen) {
       changes_seen = changes;
       for (size_t i = 0; i < files_.size(); ++i) {

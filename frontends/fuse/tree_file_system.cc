@@ -15,7 +15,7 @@ namespace iser::fuse {
 struct TreeFileSystem::Node {
   std::string name;
   uint64_t dir_ino = 0;
-  std::shared_ptr<Session> session;
+  std::shared_ptr<PathSet> paths;
   bool all_luns = true;
   bool read_only = false;
   // Each file with its inode, in LUN order. Guarded by the TreeFileSystem's mu_: LUNs come and
@@ -80,7 +80,7 @@ void TreeFileSystem::SetNotifySession(fuse_session* se) {
 Status TreeFileSystem::Add(TreeTarget target) {
   auto node = std::make_shared<Node>();
   node->name = target.name;
-  node->session = std::move(target.session);
+  node->paths = std::move(target.paths);
   node->all_luns = target.all_luns;
   node->read_only = target.read_only;
   MutexLock lock(&mu_);
@@ -110,7 +110,7 @@ uint64_t TreeFileSystem::FileIno(const Node& node, const std::string& file) cons
 Status TreeFileSystem::AddLun(const std::string& target, LunFile file) {
   MutexLock lock(&mu_);
   auto it = by_name_.find(target);
-  if (it == by_name_.end() || it->second->session.get() != &file.device->session()) {
+  if (it == by_name_.end() || it->second->paths.get() != &file.device->paths()) {
     return Status::NotFound("no session with target " + target + " that " + file.name +
                             " was opened on");
   }
@@ -129,7 +129,7 @@ Status TreeFileSystem::AddLun(const std::string& target, LunFile file) {
   return Status::OK();
 }
 
-Status TreeFileSystem::RemoveLun(const std::string& target, const Session& session,
+Status TreeFileSystem::RemoveLun(const std::string& target, const PathSet& paths,
                                  const std::string& file) {
   fuse_session* se = nullptr;
   uint64_t dir_ino = 0;
@@ -137,7 +137,7 @@ Status TreeFileSystem::RemoveLun(const std::string& target, const Session& sessi
   {
     MutexLock lock(&mu_);
     auto it = by_name_.find(target);
-    if (it != by_name_.end() && it->second->session.get() == &session) {
+    if (it != by_name_.end() && it->second->paths.get() == &paths) {
       ino = FileIno(*it->second, file);
     }
     if (ino == 0) return Status::NotFound("no file " + target + "/" + file);
@@ -194,7 +194,7 @@ std::vector<TreeTargetView> TreeFileSystem::Targets() const {
   MutexLock lock(&mu_);
   std::vector<TreeTargetView> out;
   for (const auto& [name, node] : by_name_) {
-    TreeTargetView v{name, node->session, {}, {}, node->all_luns, node->read_only};
+    TreeTargetView v{name, node->paths, {}, {}, node->all_luns, node->read_only};
     for (const auto& [ino, f] : node->files) {
       v.files.push_back(name + "/" + f->name);
       v.luns.push_back(f);
@@ -225,7 +225,7 @@ Status TreeFileSystem::Remove(const std::string& name) {
   }
   std::vector<const LunFile*> flush;
   for (const auto& [ino, f] : files) flush.push_back(f.get());
-  const Status st = FlushAndLogOut(*node->session, flush, config_.read_only);
+  const Status st = FlushAndLogOut(*node->paths, flush, config_.read_only);
   if (se) {
     for (const auto& [ino, f] : files) ForgetEntry(se, node->dir_ino, ino, f->name);
     ForgetEntry(se, kRootIno, node->dir_ino, node->name);

@@ -4,7 +4,7 @@
 // functions (lun_file_ops.h).
 //
 // Removing a target (Remove) is a logout: from then on opening its files fails with ENODEV; the
-// requests already running on them finish; every writable LUN gets SYNCHRONIZE CACHE; the session
+// requests already running on them finish; every writable LUN gets SYNCHRONIZE CACHE; every path
 // logs out; the directory leaves the tree, and the kernel is told to forget the cached entries
 // (fuse_lowlevel_notify_delete) so that no cached lookup keeps showing it. A file a process still
 // holds open afterwards fails every operation with ENODEV: its device is gone. Inode numbers are
@@ -36,14 +36,14 @@
 #include "initiator/base/mutex.h"
 #include "initiator/base/status.h"
 #include "initiator/base/thread_annotations.h"
-#include "initiator/session/session.h"
+#include "initiator/paths/path_set.h"
 
 namespace iser::fuse {
 
 // What a login adds to the tree.
 struct TreeTarget {
   std::string name;  // the target's IQN: its directory's name
-  std::shared_ptr<Session> session;
+  std::shared_ptr<PathSet> paths;
   std::vector<LunFile> files;
   // Every disk LUN of the target (the login's URL named none), so LUNs come and go with the
   // target's; false: only the URL's LUN, whose size alone is followed.
@@ -55,7 +55,7 @@ struct TreeTarget {
 // A target as `session` and the LUN rescan see it.
 struct TreeTargetView {
   std::string name;
-  std::shared_ptr<Session> session;
+  std::shared_ptr<PathSet> paths;
   std::vector<std::string> files;                    // "<iqn>/lun<N>", relative to the root
   std::vector<std::shared_ptr<const LunFile>> luns;  // the same files, in LUN order
   bool all_luns = true;
@@ -85,15 +85,15 @@ class TreeFileSystem {
   Status Remove(const std::string& name);
 
   // A LUN the target now has: its file appears in the target's directory. InvalidArgument if
-  // the file is there already, NotFound for an unknown target, and for a target whose session is
-  // not the file's device's: the rescan that opened the device looked at a session that a logout
-  // and a login replaced meanwhile, and the file would fail every request.
+  // the file is there already, NotFound for an unknown target, and for a target whose paths are
+  // not the file's device's: the rescan that opened the device looked at paths that a logout and
+  // a login replaced meanwhile, and the file would fail every request.
   Status AddLun(const std::string& target, LunFile file);
   // A LUN the target no longer has: its file leaves the tree at once; requests already running
   // on it finish (they hold the file), nothing is flushed (the LUN is gone). NotFound when there
-  // is no such file, and when the target's session is not `session` (what the caller found
-  // concerns a session replaced since, not the LUNs of this one).
-  Status RemoveLun(const std::string& target, const Session& session, const std::string& file);
+  // is no such file, and when the target's paths are not `paths` (what the caller found concerns
+  // paths replaced since, not the LUNs of these).
+  Status RemoveLun(const std::string& target, const PathSet& paths, const std::string& file);
   // The file's size changed: the kernel drops the attributes and the pages it cached.
   void SizeChanged(const std::string& target, const std::string& file);
 

@@ -82,7 +82,7 @@ class TreeServer : public Holder {
   // (SameLun: its identity, or RefreshSize: its block size) gets a new file; every LUN's capacity
   // is read again (NotifySizes then tells the kernel about the sizes that changed).
   void RescanLuns(const TreeTargetView& t, ScanResult* r);
-  // RescanLuns for the targets whose session got UNIT ATTENTION 3F/0E (reported LUNs data has
+  // RescanLuns for the targets whose paths got UNIT ATTENTION 3F/0E (reported LUNs data has
   // changed) or 2A/09 (capacity data has changed) since the last look; then NotifySizes. The
   // watch thread calls it every kLunWatchInterval, between rescans.
   void RescanChangedLuns();
@@ -109,7 +109,7 @@ class TreeServer : public Holder {
   CondVar watch_cv_;
   bool watch_stop_ ISER_GUARDED_BY(watch_mu_) = false;
   std::vector<int> rescans_ ISER_GUARDED_BY(watch_mu_);  // Rescan's, in order
-  // Per target, its session's lun_changes() when its LUNs were last read. A login sets it, the
+  // Per target, its paths' lun_changes() when its LUNs were last read. A login sets it, the
   // watch thread reads and moves it.
   std::map<std::string, uint64_t> changes_seen_ ISER_GUARDED_BY(watch_mu_);
   // Per file ("<iqn>/lun<N>"), the size the kernel last got from us (watch thread only).
@@ -151,26 +151,26 @@ Status TreeServer::Login(const LoginSpec& spec, bool* exists) {
   *exists = fs_.Contains(spec.url.target);
   if (*exists) return Status::OK();
   ISER_RETURN_IF_ERROR(CheckServeOptions(spec.serve));
-  Result<std::shared_ptr<Session>> session = OpenSession(spec.url, spec.options);
-  if (!session.ok()) return session.status();
-  Result<std::vector<LunFile>> files = OpenLunFiles(*session, spec.url.lun);
+  Result<std::shared_ptr<PathSet>> paths = OpenPaths(spec.url, spec.options);
+  if (!paths.ok()) return paths.status();
+  Result<std::vector<LunFile>> files = OpenLunFiles(*paths, spec.url.lun);
   if (!files.ok()) {
-    (*session)->Close().IgnoreError();
+    LogOut(**paths).IgnoreError();
     return files.status();
   }
-  const uint64_t changes = (*session)->lun_changes();
+  const uint64_t changes = (*paths)->lun_changes();
   // A login request (control thread) and a whole-portal mount's rescan (watch thread) may log in
   // to one target at once: the second is refused here and logs out again.
   const Status added =
-      fs_.Add({spec.url.target, *session, std::move(files.value()), !spec.url.lun.has_value(),
+      fs_.Add({spec.url.target, *paths, std::move(files.value()), !spec.url.lun.has_value(),
                spec.serve.read_only || o_.fs.read_only});
   if (!added.ok()) {
-    (*session)->Close().IgnoreError();
+    LogOut(**paths).IgnoreError();
     *exists = fs_.Contains(spec.url.target);
     return *exists ? Status::OK() : added;
   }
   {
-    // After Add, so that the refused login does not overwrite the count of the session kept. A
+    // After Add, so that the refused login does not overwrite the count of the paths kept. A
     // watch that looks in between finds no count and reads the new target's LUNs once more.
     MutexLock lock(&watch_mu_);
     changes_seen_[spec.url.target] = changes;
@@ -201,13 +201,13 @@ TreeServer::ScanResult TreeServer::RescanAll() {
 void TreeServer::RescanLuns(const TreeTargetView& t, ScanResult* r) {
   {
     MutexLock lock(&watch_mu_);
-    changes_seen_[t.name] = t.session->lun_changes();
+    changes_seen_[t.name] = t.paths->lun_changes();
   }
   std::map<uint64_t, std::shared_ptr<const LunFile>> have;
   for (const auto& f : t.luns) have[f->device->info().lun] = f;
   std::set<uint64_t> reported;
   if (t.all_luns) {
-    Result<std::vector<uint64_t>> luns = ReportLuns(*t.session);
+    Result<std::vector<uint64_t>> luns = ReportLuns(t.paths->primary());
     if (!luns.ok()) {
       Log(LogLevel::kWarning, "LUN rescan of " + t.name + ": " + luns.status().ToString());
       return;
@@ -215,7 +215,7 @@ void TreeServer::RescanLuns(const TreeTargetView& t, ScanResult* r) {
     reported.insert(luns->begin(), luns->end());
   }
   auto add = [&](uint64_t lun) {
-    Result<std::unique_ptr<BlockDevice>> dev = BlockDevice::Open(t.session, lun);
+    Result<std::unique_ptr<BlockDevice>> dev = BlockDevice::Open(t.paths, lun);
     if (!dev.ok()) {
       // A controller or other non-disk LUN is not served, as at login.
       if (dev.status().code() != StatusCode::kNotSupported) {
@@ -234,7 +234,7 @@ void TreeServer::RescanLuns(const TreeTargetView& t, ScanResult* r) {
   auto remove = [&](uint64_t lun) {
     const std::string path = t.name + "/" + LunFileName(lun);
     sizes_told_.erase(path);
-    if (fs_.RemoveLun(t.name, *t.session, LunFileName(lun)).ok()) {
+    if (fs_.RemoveLun(t.name, *t.paths, LunFileName(lun)).ok()) {
       Log(LogLevel::kInfo, "LUN rescan: " + path + " is gone");
       r->luns_removed.push_back(path);
     }
@@ -247,7 +247,7 @@ void TreeServer::RescanLuns(const TreeTargetView& t, ScanResult* r) {
       remove(lun);
       continue;
     }
-    Result<LunIdentity> now = ReadLunIdentity(*t.session, lun);
+    Result<LunIdentity> now = ReadLunIdentity(t.paths->primary(), lun);
     if (!now.ok()) {
       Log(LogLevel::kWarning, "LUN rescan of " + t.name + ": " + now.status().ToString());
       continue;
@@ -279,7 +279,7 @@ void TreeServer::RescanChangedLuns() {
   for (const TreeTargetView& t : fs_.Targets()) {
     {
       MutexLock lock(&watch_mu_);
-      if (t.session->lun_changes() == changes_seen_[t.name]) continue;
+      if (t.paths->lun_changes() == changes_seen_[t.name]) continue;
     }
     ScanResult r;
     RescanLuns(t, &r);
@@ -366,7 +366,8 @@ Json TreeServer::Sessions(const std::string& only_target) {
     if (!only_target.empty() && t.name != only_target) continue;
     std::vector<std::string> files;
     for (const std::string& f : t.files) files.push_back(o_.paths.root + "/" + f);
-    sessions.push_back(SessionStatus(*t.session, t.name, files, t.read_only));
+    // One entry per target, its first path's: the status reply has no place for paths yet.
+    sessions.push_back(SessionStatus(t.paths->primary(), t.name, files, t.read_only));
   }
   return sessions;
 }

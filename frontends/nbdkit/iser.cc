@@ -16,18 +16,20 @@
 //                             the background. Over iSER this runs in a child process: an RDMA
 //                             device opened before nbdkit's fork is not usable after it (a verbs
 //                             context and its registrations do not survive fork).
-//   after_fork                with a target in the URL, log in for good: the session's I/O
-//                             thread must be started in the process that serves (threads do not
-//                             survive nbdkit's fork). A portal's targets are logged in to at the
-//                             first list or open that needs them, so that a portal with many
-//                             targets costs only the sessions clients use.
+//   after_fork                with a target in the URL, log in for good to every path
+//                             (discovery/connect.h, OpenPaths): the sessions' I/O threads must be
+//                             started in the process that serves (threads do not survive
+//                             nbdkit's fork). A portal's targets are logged in to at the first
+//                             list or open that needs them, so that a portal with many targets
+//                             costs only the sessions clients use.
 //                             Then nbdkit registers in the session table of its user
 //                             (sessions/holder.h), so that `iser-connect session` lists its
 //                             sessions and `logout` reaches them (ending nbdkit).
 //   cleanup                   log out of every target once every connection has closed.
-// Every NBD connection to a target's exports shares one session and one BlockDevice per LUN, so
-// requests from all connections are in flight together and SYNCHRONIZE CACHE from any of them
-// covers all writes (hence can_multi_conn).
+// Every NBD connection to a target's exports shares its paths (one session per portal with
+// multipath, docs/multipath.md) and one BlockDevice per LUN, so requests from all connections are
+// in flight together and SYNCHRONIZE CACHE from any of them covers all writes, whichever path
+// carried them: the cache is the LUN's (hence can_multi_conn).
 
 #define NBDKIT_API_VERSION 2
 // Requests run in parallel on nbdkit's threads; BlockDevice is safe to call from all of them.
@@ -83,20 +85,20 @@ std::optional<std::string> g_user;
 std::optional<std::string> g_target_user;
 std::optional<std::vector<iser::DigestType>> g_digest;
 
-// One target served: where it is, and once logged in, its session and the LUNs opened so far.
+// One target served: where it is, and once logged in, its paths and the LUNs opened so far.
 struct Target {
   iser::IscsiUrl url;         // EffectiveUrl() naming this target
   std::string export_prefix;  // "" when the URL names the target, else "<target-iqn>/"
   iser::Mutex mu;
-  std::shared_ptr<iser::Session> session ISER_GUARDED_BY(mu);
+  std::shared_ptr<iser::PathSet> paths ISER_GUARDED_BY(mu);
   std::map<uint64_t, std::unique_ptr<BlockDevice>> devices ISER_GUARDED_BY(mu);
   // The disk LUNs the last list showed, to log what changed since (the target adds and deletes
   // LUNs while we serve it; its UNIT ATTENTION 3F/0E is logged by the session).
   std::optional<std::set<uint64_t>> listed ISER_GUARDED_BY(mu);
-  // The session as the session table sees it: mu is held across logins and SCSI commands, which
+  // The paths as the session table sees them: mu is held across logins and SCSI commands, which
   // the table's requests must not wait for (sessions/holder.h). Taken after mu, never before.
   iser::Mutex table_mu;
-  std::shared_ptr<iser::Session> table_session ISER_GUARDED_BY(table_mu);
+  std::shared_ptr<iser::PathSet> table_paths ISER_GUARDED_BY(table_mu);
 };
 
 // Serving state, set up in get_ready and fixed from then on (each Target guards its own state).
@@ -167,28 +169,28 @@ std::string Describe(BlockDevice& dev) {
          " bytes";
 }
 
-// The target's session, logged in to on first use; a failed login is tried again next time.
-Result<std::shared_ptr<iser::Session>> SessionOf(Target& t) {
+// The target's paths, logged in to on first use; a failed login is tried again next time.
+Result<std::shared_ptr<iser::PathSet>> PathsOf(Target& t) {
   iser::MutexLock lock(&t.mu);
-  if (t.session) return t.session;
-  Result<std::shared_ptr<iser::Session>> s = iser::OpenSession(t.url, g_connect);
-  if (!s.ok()) {
-    return Status(s.status().code(), t.url.Redacted() + ": " + s.status().message());
+  if (t.paths) return t.paths;
+  Result<std::shared_ptr<iser::PathSet>> p = iser::OpenPaths(t.url, g_connect);
+  if (!p.ok()) {
+    return Status(p.status().code(), t.url.Redacted() + ": " + p.status().message());
   }
-  t.session = std::move(*s);
+  t.paths = std::move(*p);
   iser::MutexLock table_lock(&t.table_mu);
-  t.table_session = t.session;
-  return t.session;
+  t.table_paths = t.paths;
+  return t.paths;
 }
 
 // The BlockDevice of a disk LUN, opened (probed) on first use and shared by every connection.
 Result<BlockDevice*> DeviceFor(Target& t, uint64_t lun) {
-  Result<std::shared_ptr<iser::Session>> session = SessionOf(t);
-  if (!session.ok()) return session.status();
+  Result<std::shared_ptr<iser::PathSet>> paths = PathsOf(t);
+  if (!paths.ok()) return paths.status();
   iser::MutexLock lock(&t.mu);
   auto it = t.devices.find(lun);
   if (it != t.devices.end()) return it->second.get();
-  Result<std::unique_ptr<BlockDevice>> dev = BlockDevice::Open(*session, lun);
+  Result<std::unique_ptr<BlockDevice>> dev = BlockDevice::Open(*paths, lun);
   if (!dev.ok()) return dev.status();
   BlockDevice* p = dev->get();
   const iser::LunInfo& i = p->info();
@@ -329,7 +331,8 @@ Result<std::optional<uint64_t>> DefaultLun(iser::Session& session, std::optional
 }
 
 // Logs in to the target, finds its default LUN and logs out again (get_ready runs before
-// nbdkit forks, and the session's thread would not survive the fork).
+// nbdkit forks, and the session's thread would not survive the fork). One session, whatever the
+// URL's paths: the LUNs are the same through each.
 Result<std::optional<uint64_t>> ProbeTarget(const Target& t) {
   Result<std::shared_ptr<iser::Session>> s = iser::OpenSession(t.url, g_connect);
   if (!s.ok()) return s.status();
@@ -347,9 +350,9 @@ void AddTarget(const std::string& name, std::string export_prefix) {
   g_targets.push_back(std::move(t));
 }
 
-// The portal's targets, in the order SendTargets reports them. Sessions go to the portal the URL
-// names, which answered the discovery; OpenSession adds the other portals a target reports for
-// recovery.
+// The portal's targets, in the order SendTargets reports them. Their paths go through the portal
+// the URL names, which answered the discovery, and unless multipath=off through every other
+// portal each target reports (OpenPaths).
 Status DiscoverPortal() {
   iser::IscsiUrl url = EffectiveUrl();
   ISER_RETURN_IF_ERROR(iser::ResolveCredentials(&url, g_connect));
@@ -491,9 +494,10 @@ class NbdkitHolder : public iser::sessions::Holder {
     for (const std::unique_ptr<Target>& t : g_targets) {
       if (!only_target.empty() && t->url.target != only_target) continue;
       iser::MutexLock lock(&t->table_mu);
-      if (!t->table_session) continue;
+      if (!t->table_paths) continue;
+      // One entry per target, its first path's: the status reply has no place for paths yet.
       iser::sessions::Json status =
-          iser::sessions::SessionStatus(*t->table_session, t->url.target, {}, false);
+          iser::sessions::SessionStatus(t->table_paths->primary(), t->url.target, {}, false);
       // Whether its exports are read-only is nbdkit's -r, which a plugin is not told.
       status.erase("read_only");
       out.push_back(std::move(status));
@@ -509,7 +513,7 @@ class NbdkitHolder : public iser::sessions::Holder {
     std::vector<std::string> held;
     for (const std::unique_ptr<Target>& t : g_targets) {
       iser::MutexLock lock(&t->table_mu);
-      if (t->table_session) held.push_back(t->url.target);
+      if (t->table_paths) held.push_back(t->url.target);
     }
     return held;
   }
@@ -537,9 +541,9 @@ void RegisterInSessionTable() {
 
 int IserAfterFork() {
   if (!g_whole_portal) {
-    Result<std::shared_ptr<iser::Session>> s = SessionOf(*g_targets.front());
-    if (!s.ok()) {
-      nbdkit_error("%s", s.status().message().c_str());
+    Result<std::shared_ptr<iser::PathSet>> p = PathsOf(*g_targets.front());
+    if (!p.ok()) {
+      nbdkit_error("%s", p.status().message().c_str());
       return -1;
     }
   }
@@ -554,14 +558,14 @@ void IserCleanup() {
     iser::MutexLock lock(&t->mu);
     {
       iser::MutexLock table_lock(&t->table_mu);
-      t->table_session.reset();
+      t->table_paths.reset();
     }
     t->devices.clear();
-    if (!t->session) continue;
-    if (Status st = t->session->Close(); !st.ok()) {
+    if (!t->paths) continue;
+    if (Status st = iser::sessions::LogOut(*t->paths); !st.ok()) {
       nbdkit_debug("logout from %s: %s", t->url.Redacted().c_str(), st.message().c_str());
     }
-    t->session.reset();
+    t->paths.reset();
   }
   if (g_holder_server) {
     g_holder_server->Finish();
@@ -593,9 +597,9 @@ void LogListChanges(Target& t, const std::set<uint64_t>& disks) {
 
 // Adds the disk LUNs of one target.
 Status ListTarget(Target& t, struct nbdkit_exports* exports) {
-  Result<std::shared_ptr<iser::Session>> session = SessionOf(t);
-  if (!session.ok()) return session.status();
-  Result<std::vector<uint64_t>> luns = iser::ReportLuns(**session);
+  Result<std::shared_ptr<iser::PathSet>> paths = PathsOf(t);
+  if (!paths.ok()) return paths.status();
+  Result<std::vector<uint64_t>> luns = iser::ReportLuns((*paths)->primary());
   if (!luns.ok()) return luns.status();
   std::set<uint64_t> disks;
   for (uint64_t lun : *luns) {

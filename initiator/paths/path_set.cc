@@ -245,6 +245,10 @@ void PathSet::NoteState(const Lun& lun, uint32_t path, AluaState state, const ch
   const uint8_t before = lun.state[path].exchange(static_cast<uint8_t>(state));
   if (before == static_cast<uint8_t>(state)) return;
   path_changes_.fetch_add(1, std::memory_order_relaxed);
+  // A port group that can serve now (a controller failover): what lost paths hold may go by it.
+  if (Rank(state) < kNever && Rank(static_cast<AluaState>(before)) == kNever) {
+    OfferToRecovering(nullptr);
+  }
   Log(LogLevel::kWarning,
       "path " + std::to_string(path + 1) + " to " + primary_target_ + ", LUN " +
           std::to_string(lun.lun) + ": port group " + std::to_string(lun.port_group[path]) +
@@ -293,7 +297,8 @@ void PathSet::Completed(Task* task) {
     if (alua == scsi::AluaSense::kTransitioning) state = AluaState::kTransitioning;
     if (state || alua == scsi::AluaSense::kStateChanged ||
         alua == scsi::AluaSense::kImplicitTransitionFailed) {
-      if (Lun* l = set->FindLun(task->lun); l && state) {
+      // A LUN without ALUA has no port group state to keep: the answer moves the task only.
+      if (Lun* l = set->FindLun(task->lun); l && l->alua && state) {
         set->NoteState(*l, task->path, *state, "answered a command so");
       }
       set->RequestRefresh();
@@ -315,6 +320,8 @@ void PathSet::Completed(Task* task) {
 }
 
 bool PathSet::TakeOver(Path* from, Task* task) {
+  // A command of one path's own (a probe, REPORT TARGET PORT GROUPS) stays on its path.
+  if (task->path_set != this) return false;
   const uint32_t to = Choose(task->lun, from->index);
   if (to == kNoPath) return false;
   from->outstanding.fetch_sub(1, std::memory_order_relaxed);
@@ -326,22 +333,31 @@ void PathSet::ConnectionChanged(Path* path) {
   // Close ends every path: no change worth a line.
   if (closing_.load()) return;
   const bool healthy = path->session->healthy();
-  if (path->was_healthy.exchange(healthy) == healthy) return;
-  path_changes_.fetch_add(1, std::memory_order_relaxed);
+  const bool changed = path->was_healthy.exchange(healthy) != healthy;
   const SessionStats stats = path->session->stats();
   if (!healthy) {
     path->lost_at.store(Ticks(), std::memory_order_relaxed);
+    if (!changed) return;
+    path_changes_.fetch_add(1, std::memory_order_relaxed);
     Log(LogLevel::kWarning, "path " + std::to_string(path->index + 1) + " to " + primary_target_ +
                                 " via " + path->home.ToString() + " down: " + stats.last_loss);
     return;
   }
-  Log(LogLevel::kWarning, "path " + std::to_string(path->index + 1) + " to " + primary_target_ +
-                              " up again via " + stats.portal);
-  // What the other paths hold while recovering may go by this one now.
-  for (const auto& p : paths_) {
-    if (p.get() != path && !p->session->healthy()) p->session->OfferWaiting();
+  if (changed) {
+    path_changes_.fetch_add(1, std::memory_order_relaxed);
+    Log(LogLevel::kWarning, "path " + std::to_string(path->index + 1) + " to " + primary_target_ +
+                                " up again via " + stats.portal);
   }
+  // Whether or not this notification raced with the loss one: what the other paths hold while
+  // recovering may go by this one now.
+  OfferToRecovering(path);
   RequestRefresh();
+}
+
+void PathSet::OfferToRecovering(const Path* except) {
+  for (const auto& p : paths_) {
+    if (p.get() != except && !p->session->healthy()) p->session->OfferWaiting();
+  }
 }
 
 std::vector<Portal> PathSet::ReachablePortals(Path* path) {

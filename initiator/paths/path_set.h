@@ -162,6 +162,8 @@ class PathSet final {
   // Asks for a refresh when a session counted a unit attention 2A/06 or 2A/07 since the last
   // look.
   void CheckAluaChanges();
+  // Asks every path that is recovering, but `except`, to offer what it holds again.
+  void OfferToRecovering(const Path* except);
   static void Completed(Task* task);
   bool TakeOver(Path* from, Task* task);
   void ConnectionChanged(Path* path);

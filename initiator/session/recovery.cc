@@ -37,6 +37,8 @@ constexpr uint8_t kPersistentReserveOut = 0x5f;
 // command went by another path does no harm (task_handoff.h).
 bool ChangesNothing(const Task& t) {
   switch (t.cdb[0]) {
+    case 0x9e:  // SERVICE ACTION IN(16): READ CAPACITY(16) and GET LBA STATUS only
+      return (t.cdb[1] & 0x1f) == 0x10 || (t.cdb[1] & 0x1f) == 0x12;
     case 0x00:  // TEST UNIT READY
     case 0x08:  // READ(6)
     case 0x12:  // INQUIRY
@@ -49,7 +51,6 @@ bool ChangesNothing(const Task& t) {
     case 0x88:  // READ(16)
     case 0x90:  // PRE-FETCH(16)
     case 0x91:  // SYNCHRONIZE CACHE(16)
-    case 0x9e:  // SERVICE ACTION IN(16): READ CAPACITY(16), GET LBA STATUS
     case 0xa0:  // REPORT LUNS
     case 0xa3:  // MAINTENANCE IN: REPORT TARGET PORT GROUPS
     case 0xa8:  // READ(12)
@@ -357,11 +358,12 @@ void Session::Recover() {
                               "; recovering (loss " + std::to_string(losses_) + " in a row)");
   fenced_ = false;
   uint64_t replayed = CollectForReplay(cause.message(), progress);
+  // Before any GiveUp: what another path takes does not fail here.
+  replayed -= std::min(replayed, OfferMovable());
   if (gave_up_ || options_.replacement_timeout.count() == 0) {
     GiveUp();
     replayed = 0;
   }
-  replayed -= OfferMovable();
 
   std::vector<Portal> candidates{options_.portal};
   candidates.push_back(portal_);
@@ -396,16 +398,17 @@ void Session::Recover() {
       }
     }
     if (offer) {
-      replayed -= OfferMovable();
+      replayed -= std::min(replayed, OfferMovable());
       continue;
     }
     // Writes the target may still run wait for a login with our ISID; through a portal another
     // path reaches, it need not wait for this path's own portal to come back.
     if (options_.handoff && !fenced_ && HoldsSentWrites() && Fence()) {
       fenced_ = true;
-      replayed -= OfferMovable();
+      replayed -= std::min(replayed, OfferMovable());
     }
     if (!gave_up_ && Clock::now() >= give_up_at) {
+      replayed -= std::min(replayed, OfferMovable());
       GiveUp();
       replayed = 0;
       continue;
@@ -451,6 +454,20 @@ Status Session::Reconnect(const Portal& portal, uint64_t replayed, Clock::time_p
         "the connection to " + where.ToString() + " carries at most " +
         std::to_string(dm->MaxTransferBytes()) + " bytes per command, less than the " +
         std::to_string(max_transfer_bytes_) + " the session's users were promised");
+  }
+  if (options_.handoff && !fenced_ && HoldsSentWrites()) {
+    std::optional<uint16_t> lost_tpgt;
+    {
+      MutexLock lock(&submit_mu_);
+      lost_tpgt = stats_.current_tpgt;
+    }
+    // A login to another portal group makes a parallel session and leaves the lost one, and
+    // the writes it may still run, alive: replaying them there could land them twice, late.
+    if (outcome.params.target_portal_group_tag != lost_tpgt) {
+      return Status::LoginFailed("the login at " + where.ToString() +
+                                 " reached another portal group than the lost session's, which "
+                                 "holds writes that only its own group can end");
+    }
   }
   ISER_RETURN_IF_ERROR(dm->EnterFullFeature(ConnectionParamsOf(outcome.params)));
 

@@ -175,10 +175,14 @@ void Session::Submit(Task* task) {
         submit_head_ = task;
       }
       submit_tail_ = task;
-      // While recovering nothing is woken: the recovery thread wakes the next connection.
+      // While recovering nothing is woken: the recovery thread wakes the next connection. A
+      // path that came back since the handoff refused this task is offered it again.
       if (!wake_pending_ && stats_.state == SessionStats::State::kLoggedIn) {
         wake_pending_ = true;
         dm_->Wake();
+      } else if (options_.handoff && stats_.state == SessionStats::State::kRecovering) {
+        offer_requested_ = true;
+        recovery_cv_.SignalAll();
       }
     }
   }

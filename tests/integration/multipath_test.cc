@@ -272,7 +272,9 @@ TEST_F(MultipathTest, MultipathOffIsOneSessionAndNrSessionsOpensSeveralToOnePort
       MustOpen(UrlOf(tgt_.portal(), "?portal=" + tgt_.portal() + "&nr_sessions=3"));
   ASSERT_TRUE(three);
   EXPECT_EQ(three->size(), 3u) << "portal= names the paths: one portal, three sessions";
-  EXPECT_EQ(Nexuses(), 3);
+  // tgtd's iSER target forgets the logged-out session a moment after the Logout Response.
+  EXPECT_TRUE(WaitFor(std::chrono::seconds(5), [&] { return Nexuses() == 3; }))
+      << Nexuses() << " I_T nexuses";
   Result<std::unique_ptr<BlockDevice>> dev = BlockDevice::Open(three, 1);
   ASSERT_TRUE(dev.ok()) << dev.status().ToString();
   Ledger ledger;
@@ -335,8 +337,13 @@ class MultipathCutTest : public MultipathTest {
         << ledger.errors.size() << " errors, the first " << ledger.errors.front();
     std::vector<std::string> bad = ledger.Check(dev->get());
     EXPECT_TRUE(bad.empty()) << bad.size() << " blocks lost or stale, the first: " << bad.front();
-    EXPECT_TRUE(Logged("ended the lost session"))
-        << "no write was held on the lost path (or it was never fenced): nothing was shown";
+    // With round robin every writer's next command goes by path 1 until it is found stuck, so
+    // about eight commands, half of them writes, are caught there: a write is held but for one
+    // run in 256.
+    if (args.find("round-robin") != std::string::npos) {
+      EXPECT_TRUE(Logged("ended the lost session"))
+          << "no write was held on the lost path (or it was never fenced): nothing was shown";
+    }
     std::printf("longest pause with no write completing: %.0f ms; %llu writes\n", longest_pause_ms,
                 static_cast<unsigned long long>(ledger.writes.load()));
 
