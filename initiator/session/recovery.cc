@@ -30,6 +30,9 @@ constexpr uint8_t kMaxReplays = 4;
 // otherwise have it replayed for ever.
 constexpr uint8_t kMaxLossesInFlight = 8;
 
+// A fence login goes to a portal another path is logged in through now (Session::Fence).
+constexpr std::chrono::milliseconds kFenceLoginTimeout{2000};
+
 constexpr uint8_t kCompareAndWrite = 0x89;
 constexpr uint8_t kPersistentReserveOut = 0x5f;
 
@@ -201,6 +204,9 @@ bool Session::Fence() {
   for (const Portal& p : options_.handoff->ReachablePortals()) {
     SessionOptions o = options_;
     o.portal = p;
+    // A portal another path uses answers at once; one that stalled since (not yet noticed) must
+    // not hold the fence, or this path's own recovery, for a whole login timeout.
+    o.login_timeout = std::min(o.login_timeout, kFenceLoginTimeout);
     std::unique_ptr<Datamover> dm;
     LoginOutcome outcome;
     Portal where;
