@@ -58,6 +58,9 @@ Result<std::vector<uint8_t>> Inquiry(Session& s, uint64_t lun, std::optional<uin
 // NOP-Out times out and it is declared lost.
 constexpr std::chrono::milliseconds kStuckAfter{500};
 
+// Moves of one command between paths; past them it stays where it is (Task::path_moves).
+constexpr uint8_t kMaxMoves = 8;
+
 // The periodic refresh that catches a change no unit attention reported (a path's state after
 // it rejoins, a target that reports transitions only on the port that changed).
 constexpr std::chrono::seconds kRefreshInterval{10};
@@ -234,6 +237,7 @@ void PathSet::Submit(Task* task) {
   }
   CheckAluaChanges();
   task->path_set = this;
+  task->path_moves = 0;
   task->path_on_complete = task->on_complete;
   task->on_complete = &PathSet::Completed;
   uint32_t path = Choose(task->lun, kNoPath);
@@ -302,8 +306,10 @@ void PathSet::Completed(Task* task) {
         set->NoteState(*l, task->path, *state, "answered a command so");
       }
       set->RequestRefresh();
-      const uint32_t other = set->Choose(task->lun, task->path);
+      const uint32_t other =
+          task->path_moves < kMaxMoves ? set->Choose(task->lun, task->path) : kNoPath;
       if (other != kNoPath) {
+        ++task->path_moves;
         task->status = Status::OK();
         task->scsi_status = 0;
         task->sense_length = 0;
@@ -321,9 +327,10 @@ void PathSet::Completed(Task* task) {
 
 bool PathSet::TakeOver(Path* from, Task* task) {
   // A command of one path's own (a probe, REPORT TARGET PORT GROUPS) stays on its path.
-  if (task->path_set != this) return false;
+  if (task->path_set != this || task->path_moves >= kMaxMoves) return false;
   const uint32_t to = Choose(task->lun, from->index);
   if (to == kNoPath) return false;
+  ++task->path_moves;
   from->outstanding.fetch_sub(1, std::memory_order_relaxed);
   SendOn(to, task);
   return true;

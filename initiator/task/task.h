@@ -78,6 +78,9 @@ struct Task {
   void* path_set = nullptr;
   TaskCallback path_on_complete = nullptr;
   uint32_t path = 0;
+  // Times it moved to another path since it was submitted to the set: bounded, so that a command
+  // that ends every connection it reaches stays with one path, whose recovery limits apply.
+  uint8_t path_moves = 0;
 
   // Datamover state; neither the session nor the submitter touches it. How many of the task's
   // PDUs the datamover holds unsent, so that ending a task it holds none of costs no search.
