@@ -1,10 +1,9 @@
 #include "initiator/scsi/alua.h"
 
 #include <algorithm>
-#include <cstdio>
-#include <cstring>
 
 #include "initiator/pdu/bhs.h"
+#include "initiator/scsi/parsing.h"
 
 namespace iser::scsi {
 
@@ -13,24 +12,10 @@ namespace {
 constexpr uint8_t kReportTargetPortGroupsAction = 0x0a;
 constexpr char kRtpg[] = "REPORT TARGET PORT GROUPS";
 
-std::string Hex(std::span<const uint8_t> d) {
-  std::string s;
-  char b[4];
-  for (uint8_t x : d) {
-    snprintf(b, sizeof b, "%02x", x);
-    s += b;
-  }
-  return s;
-}
-
 }  // namespace
 
 void ReportTargetPortGroups(Task& t, uint8_t* buf, uint32_t alloc) {
-  std::memset(t.cdb, 0, sizeof t.cdb);
-  t.cdb_length = 12;
-  t.direction = alloc == 0 ? DataDirection::kNone : DataDirection::kRead;
-  t.buffer = buf;
-  t.transfer_length = alloc;
+  Setup(t, 12, DataDirection::kRead, buf, alloc);
   t.cdb[0] = opcode::kMaintenanceIn;
   t.cdb[1] = kReportTargetPortGroupsAction;
   StoreBe32(&t.cdb[6], alloc);
@@ -57,10 +42,7 @@ const char* AluaStateName(AluaState state) {
 }
 
 Result<TargetPortGroups> ParseReportTargetPortGroups(std::span<const uint8_t> d) {
-  if (d.size() < 4) {
-    return Status::ProtocolError(std::string(kRtpg) + " data: " + std::to_string(d.size()) +
-                                 " bytes returned, at least 4 needed");
-  }
+  if (d.size() < 4) return Short((std::string(kRtpg) + " data").c_str(), d.size(), 4);
   const uint64_t total = uint64_t{LoadBe32(&d[0])} + 4;
   if (total > UINT32_MAX) {
     return Status::ProtocolError(std::string(kRtpg) + ": RETURN DATA LENGTH " +
@@ -101,15 +83,9 @@ Result<TargetPortGroups> ParseReportTargetPortGroups(std::span<const uint8_t> d)
 }
 
 Result<Designators> ParseDesignators(std::span<const uint8_t> d) {
-  if (d.size() < 4) {
-    return Status::ProtocolError("VPD page 0x83: " + std::to_string(d.size()) +
-                                 " bytes returned, at least 4 needed");
-  }
-  if (d[1] != 0x83) {
-    return Status::ProtocolError("VPD page 0x83: the target returned page 0x" +
-                                 Hex(d.subspan(1, 1)));
-  }
-  const size_t end = 4 + std::min<size_t>(LoadBe16(&d[2]), d.size() - 4);
+  Result<std::span<const uint8_t>> body = VpdBody(d, 0x83, "VPD page 0x83");
+  if (!body.ok()) return body.status();
+  const size_t end = 4 + body->size();
   Designators out;
   size_t off = 4;
   while (off < end) {
@@ -139,10 +115,10 @@ Result<DeviceIdentifiers> ParseDeviceIdentifiers(std::span<const uint8_t> d) {
     // An NAA or EUI-64 designator of the target port or device names that, not the LU.
     if (x.association == association::kLogicalUnit) {
       if (x.type == designator_type::kNaa && !have_naa) {
-        ids.lu_name = "naa." + Hex(x.designator);
+        ids.lu_name = "naa." + HexBytes(x.designator);
         have_naa = true;
       } else if (x.type == designator_type::kEui64 && ids.lu_name.empty()) {
-        ids.lu_name = "eui." + Hex(x.designator);
+        ids.lu_name = "eui." + HexBytes(x.designator);
       }
     } else if (x.association == association::kTargetPort &&
                (x.type == designator_type::kRelativeTargetPort ||

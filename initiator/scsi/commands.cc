@@ -5,19 +5,12 @@
 
 #include "initiator/pdu/bhs.h"
 #include "initiator/scsi/alua.h"
+#include "initiator/scsi/parsing.h"
 #include "initiator/scsi/sense.h"
 
 namespace iser::scsi {
 
 namespace {
-
-void Setup(Task& t, uint8_t len, DataDirection dir, const uint8_t* buf, uint32_t bytes) {
-  std::memset(t.cdb, 0, sizeof t.cdb);
-  t.cdb_length = len;
-  t.direction = bytes == 0 ? DataDirection::kNone : dir;
-  t.buffer = const_cast<uint8_t*>(buf);
-  t.transfer_length = bytes;
-}
 
 bool Fits10(uint64_t lba, uint32_t blocks) {
   return lba + blocks <= 0xffffffffULL && blocks <= 0xffff;
@@ -29,6 +22,16 @@ std::string Trim(const uint8_t* p, size_t n) {
   const size_t end = s.find_last_not_of(' ');
   const size_t begin = s.find_first_not_of(' ');
   return end == std::string::npos ? std::string() : s.substr(begin, end - begin + 1);
+}
+
+}  // namespace
+
+void Setup(Task& t, uint8_t len, DataDirection dir, const uint8_t* buf, uint32_t bytes) {
+  std::memset(t.cdb, 0, sizeof t.cdb);
+  t.cdb_length = len;
+  t.direction = bytes == 0 ? DataDirection::kNone : dir;
+  t.buffer = const_cast<uint8_t*>(buf);
+  t.transfer_length = bytes;
 }
 
 Status Short(const char* what, size_t got, size_t need) {
@@ -45,8 +48,6 @@ std::string HexBytes(std::span<const uint8_t> d) {
   }
   return s;
 }
-
-}  // namespace
 
 void TestUnitReady(Task& t) {
   Setup(t, 6, DataDirection::kNone, nullptr, 0);
@@ -258,8 +259,8 @@ const char* DeviceTypeName(uint8_t type) {
   return "OTHER";
 }
 
-static Result<std::span<const uint8_t>> VpdBody(std::span<const uint8_t> d, uint8_t page,
-                                                const char* what) {
+Result<std::span<const uint8_t>> VpdBody(std::span<const uint8_t> d, uint8_t page,
+                                         const char* what) {
   if (d.size() < 4) return Short(what, d.size(), 4);
   if (d[1] != page) {
     return Status::ProtocolError(std::string(what) + ": the target returned page 0x" +
