@@ -44,17 +44,6 @@ class RecoveryLogTest : public SessionTest {
     if (session_) session_->Close().IgnoreError();
     SetLogSink(nullptr, LogLevel::kWarning);
   }
-  SessionOptions RecoveringOptions() {
-    SessionOptions o = Options();
-    o.recover = true;
-    o.offer.default_time2wait = 0;
-    std::vector<std::string> keys = DefaultTargetLoginKeys();
-    for (std::string& k : keys) {
-      if (k.starts_with("DefaultTime2Wait=")) k = "DefaultTime2Wait=0";
-    }
-    fake_.options().login_keys = keys;
-    return o;
-  }
   template <typename Pred>
   bool WaitFor(Pred pred) {
     const auto end = std::chrono::steady_clock::now() + milliseconds(10000);

@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <deque>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "initiator/scsi/commands.h"
@@ -38,6 +39,19 @@ class SessionTest : public ::testing::Test {
     // as the test likes; the recovery and timeout tests turn these on.
     o.recover = false;
     o.command_timeout = std::chrono::milliseconds(0);
+    return o;
+  }
+  // A session that recovers, with no wait before the first reconnect (DefaultTime2Wait 0 on
+  // both sides): the recovery tests run on the real clock.
+  SessionOptions RecoveringOptions() {
+    SessionOptions o = Options();
+    o.recover = true;
+    o.offer.default_time2wait = 0;
+    std::vector<std::string> keys = DefaultTargetLoginKeys();
+    for (std::string& k : keys) {
+      if (k.starts_with("DefaultTime2Wait=")) k = "DefaultTime2Wait=0";
+    }
+    fake_.options().login_keys = keys;
     return o;
   }
   void Open() { Open(Options()); }

@@ -55,14 +55,7 @@ class SessionHandoffTest : public SessionTest {
   ~SessionHandoffTest() override { session_.reset(); }
 
   SessionOptions HandoffOptions() {
-    SessionOptions o = Options();
-    o.recover = true;
-    o.offer.default_time2wait = 0;
-    std::vector<std::string> keys = DefaultTargetLoginKeys();
-    for (std::string& k : keys) {
-      if (k.starts_with("DefaultTime2Wait=")) k = "DefaultTime2Wait=0";
-    }
-    fake_.options().login_keys = keys;
+    SessionOptions o = RecoveringOptions();
     // The first login succeeds; reconnects fail until the test lets them through.
     fake_.options().connect_result = [this](int n) {
       return n == 1 || reconnect_ ? Status::OK() : Status::ConnectionFailed("refused (test)");

@@ -18,21 +18,6 @@ using std::chrono::milliseconds;
 
 class SessionRecoveryTest : public SessionTest {
  protected:
-  SessionOptions RecoveringOptions() {
-    SessionOptions o = Options();
-    o.recover = true;
-    // No wait before the first reconnect: the tests run on the real clock.
-    o.offer.default_time2wait = 0;
-    fake_.options().login_keys = Time2WaitZero();
-    return o;
-  }
-  static std::vector<std::string> Time2WaitZero() {
-    std::vector<std::string> keys = DefaultTargetLoginKeys();
-    for (std::string& k : keys) {
-      if (k.starts_with("DefaultTime2Wait=")) k = "DefaultTime2Wait=0";
-    }
-    return keys;
-  }
   // Waits (bounded) until pred holds for the session's stats.
   template <typename Pred>
   bool WaitFor(Pred pred, milliseconds limit = milliseconds(10000)) {
