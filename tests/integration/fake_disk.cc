@@ -477,4 +477,14 @@ void FakeDisk::SendStatus(FakeTarget& t, uint32_t itt, uint8_t status,
   t.Send(rsp, data);
 }
 
+SessionOptions OptionsFor(const FakeDisk& disk) {
+  SessionOptions o;
+  o.portal = {"127.0.0.1", disk.port()};
+  o.target_name = "iqn.2026-11.io.iser-connect.test:fake-disk";
+  o.initiator_name = "iqn.2026-11.io.iser-connect.test:initiator";
+  o.login_timeout = std::chrono::seconds(5);
+  o.nop_interval = std::chrono::milliseconds(0);
+  return o;
+}
+
 }  // namespace iser::test

@@ -42,6 +42,7 @@
 #include "initiator/base/mutex.h"
 #include "initiator/base/thread_annotations.h"
 #include "initiator/scsi/alua.h"
+#include "initiator/session/session_options.h"
 #include "tests/integration/fake_target.h"
 
 namespace iser::test {
@@ -173,5 +174,8 @@ class FakeDisk {
   FakeIoCounts counts_;
   FakeTarget target_;  // last: its thread uses the members above
 };
+
+// Options for a session to the disk: its target, a test initiator, no keepalive.
+SessionOptions OptionsFor(const FakeDisk& disk);
 
 }  // namespace iser::test

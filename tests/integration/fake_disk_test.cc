@@ -43,16 +43,6 @@ using test::FakeDisk;
 using test::FakeDiskConfig;
 namespace op = scsi::opcode;
 
-SessionOptions OptionsFor(const FakeDisk& disk) {
-  SessionOptions o;
-  o.portal = {"127.0.0.1", disk.port()};
-  o.target_name = "iqn.2026-11.io.iser-connect.test:fake-disk";
-  o.initiator_name = "iqn.2026-11.io.iser-connect.test:initiator";
-  o.login_timeout = std::chrono::seconds(5);
-  o.nop_interval = std::chrono::milliseconds(0);
-  return o;
-}
-
 struct Opened {
   std::shared_ptr<Session> session;
   std::unique_ptr<BlockDevice> dev;

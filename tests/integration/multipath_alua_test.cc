@@ -47,16 +47,6 @@ void PrintLog(LogLevel, const std::string& message) {
   std::fprintf(stderr, "%7.3f %s\n", at, message.c_str());
 }
 
-SessionOptions OptionsFor(const FakeDisk& disk) {
-  SessionOptions o;
-  o.portal = {"127.0.0.1", disk.port()};
-  o.target_name = "iqn.2026-11.io.iser-connect.test:fake-disk";
-  o.initiator_name = "iqn.2026-11.io.iser-connect.test:initiator";
-  o.login_timeout = std::chrono::seconds(5);
-  o.nop_interval = std::chrono::milliseconds(0);
-  return o;
-}
-
 std::string Describe(const FakeIoCounts& c) {
   return "reads " + std::to_string(c.reads) + ", writes " + std::to_string(c.writes) +
          ", READ/WRITE received " + std::to_string(c.io_received) + ", NOT READY " +
