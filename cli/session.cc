@@ -39,6 +39,40 @@ std::string StaleAdvice(const sessions::HolderState& s) {
   return "the next mount there replaces its state";
 }
 
+// A target's paths and each LUN over them, as multipath -ll shows a device: one line per path,
+// then per LUN its identity and each path's port group, ALUA state and whether it serves it.
+void PrintPaths(const Json& s) {
+  const Json& paths = s.value("paths", Json::array());
+  if (paths.empty()) return;
+  std::printf("\t\tPaths: %zu (%s), path changes: %s\n", paths.size(),
+              s.value("path_selector", std::string()).c_str(),
+              ValueText(s.value("path_changes", Json(0))).c_str());
+  for (const Json& p : paths) {
+    std::printf("\t\t  path %s: %s via %s %s %s, recoveries: %s, commands: %s\n",
+                ValueText(p["path"]).c_str(), PortalText(p["portal"]).c_str(),
+                PortalText(p["current_portal"]).c_str(), p.value("state", std::string()).c_str(),
+                p.value("healthy", false) ? "healthy" : "down", ValueText(p["recoveries"]).c_str(),
+                ValueText(p["commands"]).c_str());
+  }
+  for (const Json& l : s.value("luns", Json::array())) {
+    const std::string identity = l.value("identity", std::string());
+    std::printf("\t\tLUN %s: %s%s\n", ValueText(l["lun"]).c_str(),
+                identity.empty() ? "no identity (failover only)" : identity.c_str(),
+                l.value("alua", false) ? ", ALUA" : ", no ALUA (every path active/optimized)");
+    for (const Json& p : l.value("paths", Json::array())) {
+      std::string line = "path " + ValueText(p["path"]) + ": ";
+      if (p.value("serves", false)) {
+        line += "group " + ValueText(p["target_port_group"]) + " " +
+                p.value("alua_state", std::string()) + ", outstanding " +
+                ValueText(p["outstanding"]);
+      } else {
+        line += "not serving: " + p.value("why_not", std::string());
+      }
+      std::printf("\t\t  %s\n", line.c_str());
+    }
+  }
+}
+
 // Level 0 is iscsiadm's one line per session; 1 adds where it is, its state and its files as
 // iscsiadm -P 1 lays a session out; 2 and 3 add the negotiated parameters (iscsiadm -P 2).
 void PrintSessions(const Json& sessions, int print_level) {
@@ -65,6 +99,7 @@ void PrintSessions(const Json& sessions, int print_level) {
     std::printf("\t\tRecoveries: %s, commands: %s, bytes read: %s, bytes written: %s\n",
                 ValueText(s["recoveries"]).c_str(), ValueText(s["commands"]).c_str(),
                 ValueText(s["bytes_read"]).c_str(), ValueText(s["bytes_written"]).c_str());
+    PrintPaths(s);
     if (print_level < 2) continue;
     std::printf("\t\t************************\n");
     std::printf("\t\tNegotiated iSCSI params:\n");

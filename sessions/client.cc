@@ -384,14 +384,17 @@ Status LogoutRequest(int fd, const Json& request, std::vector<LoggedOut>* done) 
 bool Matches(const LogoutSelection& which, const Json& session) {
   if (which.target && session.value("target", std::string()) != *which.target) return false;
   if (which.sid && session.value("sid", 0) != *which.sid) return false;
-  if (which.portal) {
-    const Json& p = session.value("portal", Json::object());
-    if (p.value("address", std::string()) != which.portal->host ||
-        p.value("port", 0) != which.portal->port) {
-      return false;
-    }
+  if (!which.portal) return true;
+  // A target with several paths matches the portal of any of them.
+  auto at_portal = [&which](const Json& p) {
+    return p.value("address", std::string()) == which.portal->host &&
+           p.value("port", 0) == which.portal->port;
+  };
+  if (at_portal(session.value("portal", Json::object()))) return true;
+  for (const Json& path : session.value("paths", Json::array())) {
+    if (at_portal(path.value("portal", Json::object()))) return true;
   }
-  return true;
+  return false;
 }
 
 }  // namespace

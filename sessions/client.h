@@ -71,7 +71,7 @@ struct LoggedOut {
 struct LogoutSelection {
   bool all = false;
   std::optional<std::string> target;
-  std::optional<Portal> portal;  // the portal the session logged in at
+  std::optional<Portal> portal;  // a portal the session (any of its paths) logged in at
   std::optional<int> sid;        // session_ids.h
   std::string ToString() const;  // as the command line gives it: "-T IQN -p HOST:PORT"
 };

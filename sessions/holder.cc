@@ -59,26 +59,65 @@ Status LogOut(PathSet& paths) {
   return first;
 }
 
-Json SessionStatus(Session& session, const std::string& target,
-                   const std::vector<std::string>& files, bool read_only) {
+Json SessionStatus(PathSet& paths, const std::string& target, const std::vector<std::string>& files,
+                   bool read_only) {
+  Session& session = paths.primary();
   const SessionStats s = session.stats();
   const NegotiatedParams& p = session.params();
-  return {{"target", target},
-          {"portal", PortalJson(session.portal(), p.target_portal_group_tag)},
-          {"connection", s.portal},
-          {"current_portal", PortalJson(s.current_portal, s.current_tpgt)},
-          {"transport", p.rdma_extensions ? "iser" : "tcp"},
-          {"datamover", s.datamover},
-          {"state", SessionStateName(s.state)},
-          {"read_only", read_only},
-          {"recoveries", s.recoveries},
-          {"replayed_tasks", s.replayed_tasks},
-          {"retried_commands", s.retried_commands},
-          {"commands", s.commands},
-          {"bytes_read", s.bytes_read},
-          {"bytes_written", s.bytes_written},
-          {"files", files},
-          {"parameters", ParametersJson(p)}};
+  Json reply = {{"target", target},
+                {"portal", PortalJson(session.portal(), p.target_portal_group_tag)},
+                {"connection", s.portal},
+                {"current_portal", PortalJson(s.current_portal, s.current_tpgt)},
+                {"transport", p.rdma_extensions ? "iser" : "tcp"},
+                {"datamover", s.datamover},
+                {"state", SessionStateName(s.state)},
+                {"read_only", read_only},
+                {"recoveries", s.recoveries},
+                {"replayed_tasks", s.replayed_tasks},
+                {"retried_commands", s.retried_commands},
+                {"commands", s.commands},
+                {"bytes_read", s.bytes_read},
+                {"bytes_written", s.bytes_written},
+                {"files", files},
+                {"parameters", ParametersJson(p)},
+                {"path_selector", PathSelectorName(paths.selector())},
+                {"path_changes", paths.path_changes()}};
+  Json all_paths = Json::array();
+  for (size_t i = 0; i < paths.size(); ++i) {
+    Session& path = paths.session(i);
+    const SessionStats ps = path.stats();
+    all_paths.push_back(
+        {{"path", i + 1},
+         {"portal", PortalJson(path.portal(), path.params().target_portal_group_tag)},
+         {"current_portal", PortalJson(ps.current_portal, ps.current_tpgt)},
+         {"connection", ps.portal},
+         {"state", SessionStateName(ps.state)},
+         {"healthy", path.healthy()},
+         {"recoveries", ps.recoveries},
+         {"commands", ps.commands},
+         {"bytes_read", ps.bytes_read},
+         {"bytes_written", ps.bytes_written}});
+  }
+  reply["paths"] = std::move(all_paths);
+  Json luns = Json::array();
+  for (const LunPathStatus& l : paths.PathStatuses()) {
+    Json per_path = Json::array();
+    for (size_t i = 0; i < l.paths.size(); ++i) {
+      const PathStatus& ps = l.paths[i];
+      per_path.push_back({{"path", i + 1},
+                          {"serves", ps.serves},
+                          {"why_not", ps.why_not},
+                          {"alua_state", ps.alua_state},
+                          {"target_port_group", ps.target_port_group},
+                          {"outstanding", ps.outstanding}});
+    }
+    luns.push_back({{"lun", l.lun},
+                    {"identity", l.identity},
+                    {"alua", l.alua},
+                    {"paths", std::move(per_path)}});
+  }
+  reply["luns"] = std::move(luns);
+  return reply;
 }
 
 void ReplyNothingToRescan(int fd) {

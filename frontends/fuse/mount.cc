@@ -70,8 +70,7 @@ class MountHolder : public sessions::Holder {
   }
   sessions::Json Sessions(const std::string& only_target) override {
     if (!only_target.empty() && only_target != target_) return sessions::Json::array();
-    return sessions::Json::array(
-        {sessions::SessionStatus(paths_.primary(), target_, files_, read_only_)});
+    return sessions::Json::array({sessions::SessionStatus(paths_, target_, files_, read_only_)});
   }
   // The LUNs of a single-target mount are the ones it was mounted with (SizeWatch follows their
   // sizes): a rescan has nothing to add.

@@ -207,7 +207,7 @@ void TreeServer::RescanLuns(const TreeTargetView& t, ScanResult* r) {
   for (const auto& f : t.luns) have[f->device->info().lun] = f;
   std::set<uint64_t> reported;
   if (t.all_luns) {
-    Result<std::vector<uint64_t>> luns = ReportLuns(t.paths->primary());
+    Result<std::vector<uint64_t>> luns = ReportLuns(*t.paths);
     if (!luns.ok()) {
       Log(LogLevel::kWarning, "LUN rescan of " + t.name + ": " + luns.status().ToString());
       return;
@@ -247,7 +247,7 @@ void TreeServer::RescanLuns(const TreeTargetView& t, ScanResult* r) {
       remove(lun);
       continue;
     }
-    Result<LunIdentity> now = ReadLunIdentity(t.paths->primary(), lun);
+    Result<LunIdentity> now = ReadLunIdentity(*t.paths, lun);
     if (!now.ok()) {
       Log(LogLevel::kWarning, "LUN rescan of " + t.name + ": " + now.status().ToString());
       continue;
@@ -367,7 +367,7 @@ Json TreeServer::Sessions(const std::string& only_target) {
     std::vector<std::string> files;
     for (const std::string& f : t.files) files.push_back(o_.paths.root + "/" + f);
     // One entry per target, its first path's: the status reply has no place for paths yet.
-    sessions.push_back(SessionStatus(t.paths->primary(), t.name, files, t.read_only));
+    sessions.push_back(SessionStatus(*t.paths, t.name, files, t.read_only));
   }
   return sessions;
 }

@@ -5,7 +5,9 @@
 # through the LUN file are on the backing file and read back equal, each path having carried a
 # share; unmounting logs out of both. `iser-connect login` into the session daemon does the same
 # (the login request carries the URL's portal=, nr_sessions= and multipath=), `session` lists the
-# target once, and `logout -T` ends every path of it while the daemon serves another target.
+# target once, `session -P 1` and `--json` show both paths and the LUN on each, and `logout -p`
+# with the second path's portal or `logout -T` ends every path of it while the daemon serves
+# another target.
 set -euo pipefail
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/sessions_lib.sh"
@@ -73,9 +75,38 @@ expect_nexuses 2 "login with portal= naming the second portal" 1
 cmp -n $((16 << 20)) "$FUSE_DIR/img" "$ROOT/$T1/lun1" || fail "$ROOT/$T1/lun1 differs"
 out=$(ic session) || fail "session: $out"
 [ "$(grep -c " $T1 (non-flash)$" <<<"$out")" = 1 ] || fail "session does not list $T1 once: $out"
-out=$(ic logout -T "$T1") || fail "logout -T $T1: $out"
-expect_nexuses 0 "after the logout of $T1 (both paths)" 1
-echo "login and logout with portal=: ok"
+# session -P 1 shows both paths (each healthy, at its own port) and the LUN served by each,
+# active/optimized (tgt reports no ALUA); --json has the same as "paths" and "luns".
+out=$(ic session -P 1) || fail "session -P 1: $out"
+t1=$(awk -v t="Target: $T1 (non-flash)" '$0 == t { on = 1; next } /^Target: / { on = 0 } on' <<<"$out")
+grep -q "Paths: 2 (queue-length)" <<<"$t1" || fail "session -P 1 shows not two paths of $T1: $out"
+for port in "$TGT_PORT" "$P2"; do
+  grep -Eq "path [12]: 127\.0\.0\.1:$port,1 via 127\.0\.0\.1:$port,1 logged in healthy" <<<"$t1" ||
+    fail "session -P 1 shows no healthy path at port $port: $t1"
+done
+grep -Eq "LUN 1: naa\.[0-9a-f]+, no ALUA" <<<"$t1" || fail "session -P 1 shows no identity of LUN 1: $t1"
+[ "$(grep -Ec "path [12]: group 0 active/optimized" <<<"$t1")" = 2 ] ||
+  fail "session -P 1 shows LUN 1 not active/optimized on both paths: $t1"
+echo "session -P 1 of $T1:"
+echo "$t1"
+json=$(ic session --json) || fail "session --json: $json"
+python3 - "$json" "$T1" "$TGT_PORT" "$P2" <<'PY' || fail "session --json: $json"
+import json, sys
+doc, target, ports = json.loads(sys.argv[1]), sys.argv[2], {int(sys.argv[3]), int(sys.argv[4])}
+sessions = doc["sessions"] if isinstance(doc, dict) else doc
+s = [s for s in sessions if s["target"] == target]
+assert len(s) == 1, f"{target} listed {len(s)} times"
+paths = s[0]["paths"]
+assert {p["portal"]["port"] for p in paths} == ports, paths
+assert all(p["healthy"] and p["commands"] > 0 for p in paths), paths
+luns = s[0]["luns"]
+assert [l["lun"] for l in luns] == [1] and all(p["serves"] for p in luns[0]["paths"]), luns
+PY
+# -p names the second path's portal, not the first's: the target matches by any of its paths.
+out=$(ic logout -p "127.0.0.1:$P2") || fail "logout -p 127.0.0.1:$P2: $out"
+grep -q "Logout of \[target: $T1\] successful" <<<"$out" || fail "logout -p the second portal: $out"
+expect_nexuses 0 "after the logout of $T1 by its second portal (both paths)" 1
+echo "login, session -P 1 and logout -p with portal=: ok"
 
 ic login "$(sessions_url 1)?nr_sessions=2" || fail "login with nr_sessions=2"
 expect_nexuses 2 "login with nr_sessions=2" 1

@@ -19,7 +19,8 @@ TEST(FuseControl, LoginRequestKeepsEveryField) {
   Result<IscsiUrl> url = ParseIscsiUrl(
       "iser://alice%s3cret@[::1]:3261/iqn.2026-11.test:disk/3?target_user=bob&target_password="
       "t0p&header_digest=crc32c-none&data_digest=none&auth=sha-256,md5&replacement_timeout=7.5&"
-      "command_timeout=0&portal=10.0.0.2:3262&portal=10.0.0.3");
+      "command_timeout=0&portal=10.0.0.2:3262&portal=10.0.0.3&multipath=on&nr_sessions=3&"
+      "path_selector=round-robin");
   ASSERT_TRUE(url.ok()) << url.status().ToString();
   ConnectOptions c;
   c.initiator_name = "iqn.2026-11.test:initiator";
@@ -61,6 +62,9 @@ TEST(FuseControl, LoginRequestKeepsEveryField) {
   EXPECT_EQ(u.replacement_timeout, std::chrono::milliseconds(7500));
   EXPECT_EQ(u.command_timeout, std::chrono::milliseconds(0));
   EXPECT_EQ(u.alternate_portals, url->alternate_portals);
+  EXPECT_EQ(u.multipath, true);
+  EXPECT_EQ(u.nr_sessions, 3u);
+  EXPECT_EQ(u.path_selector, "round-robin");
   EXPECT_EQ(o.initiator_name, c.initiator_name);
   EXPECT_EQ(o.transport, TransportKind::kTcp);
   EXPECT_EQ(o.password, "from-file");
@@ -73,6 +77,19 @@ TEST(FuseControl, LoginRequestKeepsEveryField) {
   EXPECT_EQ(spec.serve.threads, 7u);
   EXPECT_EQ(spec.serve.page_cache, std::nullopt) << "not given stays not given";
   EXPECT_EQ(spec.serve.allow_other, std::nullopt);
+}
+
+// The multipath arguments a URL leaves out stay left out (the holder's defaults apply), and
+// multipath=off arrives as off, not as absent.
+TEST(FuseControl, LoginRequestKeepsMultipathOffAndAbsentArguments) {
+  Result<IscsiUrl> url = ParseIscsiUrl("iscsi://10.0.0.1/iqn.2026-11.test:disk?multipath=off");
+  ASSERT_TRUE(url.ok()) << url.status().ToString();
+  LoginSpec spec;
+  ASSERT_TRUE(
+      ParseLoginRequest(LoginRequest({*url, ConnectOptions{}, ServeOptions{}}), &spec).ok());
+  EXPECT_EQ(spec.url.multipath, false);
+  EXPECT_EQ(spec.url.nr_sessions, std::nullopt);
+  EXPECT_EQ(spec.url.path_selector, "");
 }
 
 TEST(FuseControl, MalformedLoginRequestDoesNotQuoteTheSecret) {
