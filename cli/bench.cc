@@ -476,7 +476,7 @@ Result<BenchConfig> ConfigFrom(const BenchArgs& args) {
 }
 
 // The URL's LUN, or the first direct-access LUN of the target.
-Result<uint64_t> ChooseLun(Session& session, const IscsiUrl& url) {
+Result<uint64_t> ChooseLun(Executor& session, const IscsiUrl& url) {
   if (url.lun) return *url.lun;
   Result<std::vector<uint64_t>> luns = ReportLuns(session);
   if (!luns.ok()) return luns.status();
@@ -518,7 +518,7 @@ void AddBenchCommand(CLI::App& app, GlobalOptions& g) {
     if (!c.ok()) throw CLI::RuntimeError(Fail(c.status()));
     Result<std::shared_ptr<PathSet>> paths = OpenPaths(*url, *c);
     if (!paths.ok()) throw CLI::RuntimeError(Fail(paths.status()));
-    Result<uint64_t> lun = ChooseLun((*paths)->primary(), *url);
+    Result<uint64_t> lun = ChooseLun(**paths, *url);
     if (!lun.ok()) throw CLI::RuntimeError(Fail(lun.status()));
     Result<std::unique_ptr<BlockDevice>> dev = BlockDevice::Open(*paths, *lun);
     if (!dev.ok()) throw CLI::RuntimeError(Fail(dev.status()));

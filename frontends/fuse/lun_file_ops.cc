@@ -139,7 +139,7 @@ void LunFileOpen(fuse_req_t req, const LunFile& f, const FileSystemConfig& confi
     // deleted and created again under its number says so with no unit attention on itself
     // (tgtd), so its identity is read at each open (two INQUIRY commands more): pages read from
     // the old LUN must not be served as the new one's.
-    Result<LunIdentity> identity = ReadLunIdentity(f.device->session(), f.device->info().lun);
+    Result<LunIdentity> identity = ReadLunIdentity(f.device->paths(), f.device->info().lun);
     if (!identity.ok()) {
       Log(LogLevel::kWarning,
           "open of " + f.name + ": its cached pages are dropped: " + identity.status().ToString());

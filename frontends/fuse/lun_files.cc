@@ -67,11 +67,11 @@ Result<std::vector<LunFile>> OpenLunFiles(const std::shared_ptr<PathSet>& paths,
     ISER_RETURN_IF_ERROR(OpenOne(paths, *lun, &files));
     return files;
   }
-  Result<std::vector<uint64_t>> luns = ReportLuns(paths->primary());
+  Result<std::vector<uint64_t>> luns = ReportLuns(*paths);
   if (!luns.ok()) return luns.status();
   for (uint64_t n : *luns) {
     // Probe first: a target's controller and other non-disk LUNs are skipped, not errors.
-    Result<LunInfo> info = ProbeLun(paths->primary(), n);
+    Result<LunInfo> info = ProbeLun(*paths, n);
     if (!info.ok()) return info.status();
     if (info->is_disk) ISER_RETURN_IF_ERROR(OpenOne(paths, n, &files));
   }

@@ -44,7 +44,7 @@ void SizeWatch::Main() {
       changes_seen = changes;
       for (size_t i = 0; i < files_.size(); ++i) {
         BlockDevice& device = *files_[i].device;
-        Result<LunIdentity> now = ReadLunIdentity(device.session(), device.info().lun);
+        Result<LunIdentity> now = ReadLunIdentity(device.paths(), device.info().lun);
         if (!now.ok()) {
           Log(LogLevel::kWarning, "cannot tell whether " + files_[i].name +
                                       " is still the LUN mounted: " + now.status().ToString());

@@ -497,7 +497,7 @@ class NbdkitHolder : public iser::sessions::Holder {
       if (!t->table_paths) continue;
       // One entry per target, its first path's: the status reply has no place for paths yet.
       iser::sessions::Json status =
-          iser::sessions::SessionStatus(t->table_paths->primary(), t->url.target, {}, false);
+          iser::sessions::SessionStatus(*t->table_paths, t->url.target, {}, false);
       // Whether its exports are read-only is nbdkit's -r, which a plugin is not told.
       status.erase("read_only");
       out.push_back(std::move(status));
@@ -599,7 +599,7 @@ void LogListChanges(Target& t, const std::set<uint64_t>& disks) {
 Status ListTarget(Target& t, struct nbdkit_exports* exports) {
   Result<std::shared_ptr<iser::PathSet>> paths = PathsOf(t);
   if (!paths.ok()) return paths.status();
-  Result<std::vector<uint64_t>> luns = iser::ReportLuns((*paths)->primary());
+  Result<std::vector<uint64_t>> luns = iser::ReportLuns(**paths);
   if (!luns.ok()) return luns.status();
   std::set<uint64_t> disks;
   for (uint64_t lun : *luns) {

@@ -81,11 +81,8 @@ Result<std::unique_ptr<BlockDevice>> BlockDevice::Open(std::shared_ptr<Session> 
 
 Result<std::unique_ptr<BlockDevice>> BlockDevice::Open(std::shared_ptr<PathSet> paths,
                                                        uint64_t lun) {
-  // Through the first path that can answer: the first may be standby or unavailable (ALUA).
-  Result<LunInfo> info = ProbeLun(paths->primary(), lun);
-  for (size_t i = 1; !info.ok() && i < paths->size(); ++i) {
-    if (Result<LunInfo> other = ProbeLun(paths->session(i), lun); other.ok()) info = other;
-  }
+  // Through the set: a path that is down, standby or unavailable (ALUA) leaves it to another.
+  Result<LunInfo> info = ProbeLun(*paths, lun);
   if (!info.ok()) return info.status();
   if (!info->is_disk) {
     return Status::NotSupported("LUN " + std::to_string(lun) + " of " + paths->target_name() +
@@ -132,7 +129,7 @@ uint64_t BlockDevice::size_bytes() {
 }
 
 Result<uint64_t> BlockDevice::RefreshSize() {
-  Result<scsi::Capacity> cap = ReadLunCapacity(paths_->primary(), info_.lun);
+  Result<scsi::Capacity> cap = ReadLunCapacity(*paths_, info_.lun);
   if (!cap.ok()) return cap.status();
   if (cap->block_size != info_.logical_block_size) {
     return Status::NotSupported("LUN " + std::to_string(info_.lun) + " of " +

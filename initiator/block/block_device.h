@@ -76,8 +76,6 @@ class BlockDevice {
   // the command does, and with kNotSupported when the logical block size differs from the one at
   // open (another LUN has that number now: open it again).
   Result<uint64_t> RefreshSize();
-  // The first path's session (the only one without multipath).
-  Session& session() { return paths_->primary(); }
   PathSet& paths() { return *paths_; }
   // Unique in this process and never reused, unlike the object's address: a buffer tagged with
   // it holds this BlockDevice's bytes only.

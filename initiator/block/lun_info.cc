@@ -19,13 +19,13 @@ std::string On(uint64_t lun) {
   return " on LUN " + std::to_string(lun);
 }
 
-Status Run(Session& s, Task& t, uint64_t lun) {
+Status Run(Executor& s, Task& t, uint64_t lun) {
   t.lun = lun;
   s.Execute(&t);
   return scsi::TaskStatus(t, std::string(scsi::CommandName(t)) + On(lun));
 }
 
-Result<std::vector<uint8_t>> Vpd(Session& s, uint64_t lun, uint8_t page) {
+Result<std::vector<uint8_t>> Vpd(Executor& s, uint64_t lun, uint8_t page) {
   std::vector<uint8_t> buf(1024);
   Task t;
   scsi::Inquiry(t, buf.data(), static_cast<uint16_t>(buf.size()), true, page);
@@ -43,7 +43,7 @@ bool Refused(const Status& st) {
 
 }  // namespace
 
-Result<LunIdentity> ReadLunIdentity(Session& s, uint64_t lun) {
+Result<LunIdentity> ReadLunIdentity(Executor& s, uint64_t lun) {
   LunIdentity id;
   Result<std::vector<uint8_t>> p = Vpd(s, lun, 0x83);
   if (p.ok()) {
@@ -60,17 +60,17 @@ Result<LunIdentity> ReadLunIdentity(Session& s, uint64_t lun) {
   return id;
 }
 
-Result<std::vector<uint64_t>> ReportLuns(Session& session) {
+Result<std::vector<uint64_t>> ReportLuns(Executor& s) {
   std::vector<uint8_t> buf(16384);
   Task t;
   scsi::ReportLuns(t, buf.data(), static_cast<uint32_t>(buf.size()));
-  Status st = Run(session, t, 0);
+  Status st = Run(s, t, 0);
   if (!st.ok()) return st;
   buf.resize(TransferredBytes(t));
   return scsi::ParseReportLuns(buf);
 }
 
-Result<scsi::Capacity> ReadLunCapacity(Session& s, uint64_t lun) {
+Result<scsi::Capacity> ReadLunCapacity(Executor& s, uint64_t lun) {
   std::array<uint8_t, 32> buf{};
   Task t;
   scsi::ReadCapacity16(t, buf.data());
@@ -83,7 +83,7 @@ Result<scsi::Capacity> ReadLunCapacity(Session& s, uint64_t lun) {
   return scsi::ParseReadCapacity10({buf.data(), 8});
 }
 
-Result<LunInfo> ProbeLun(Session& s, uint64_t lun) {
+Result<LunInfo> ProbeLun(Executor& s, uint64_t lun) {
   LunInfo info;
   info.lun = lun;
   for (int i = 0; i < kUnitAttentionRetries; ++i) {

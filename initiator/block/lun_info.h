@@ -1,6 +1,8 @@
 // LunInfo: what a LUN is and what it can do, gathered once at open from INQUIRY (standard and
 // VPD 0x00/0x80/0x83/0xB0/0xB1/0xB2), READ CAPACITY(16) (or (10)) and MODE SENSE(10).
 // ProbeLun also clears the unit attentions a fresh login leaves behind (TEST UNIT READY).
+// Every command goes by the Executor given: a session, or a device's set of paths (any usable
+// path answers for the LUN).
 #pragma once
 
 #include <cstdint>
@@ -9,7 +11,7 @@
 
 #include "initiator/base/status.h"
 #include "initiator/scsi/commands.h"
-#include "initiator/session/session.h"
+#include "initiator/task/executor.h"
 
 namespace iser {
 
@@ -39,7 +41,7 @@ struct LunInfo {
   uint64_t max_write_same_blocks = 0;
 };
 
-Result<LunInfo> ProbeLun(Session& session, uint64_t lun);
+Result<LunInfo> ProbeLun(Executor& executor, uint64_t lun);
 
 // What names a LUN, to tell it from another one created later under its number: LunInfo's
 // identifier and serial.
@@ -49,9 +51,9 @@ struct LunIdentity {
 };
 // Two INQUIRY commands, for a check cheaper than ProbeLun's nine. A page the LUN refuses is
 // empty; any other failure of either command fails.
-Result<LunIdentity> ReadLunIdentity(Session& session, uint64_t lun);
+Result<LunIdentity> ReadLunIdentity(Executor& executor, uint64_t lun);
 // READ CAPACITY(16), or (10) where the LUN has no (16).
-Result<scsi::Capacity> ReadLunCapacity(Session& session, uint64_t lun);
-Result<std::vector<uint64_t>> ReportLuns(Session& session);
+Result<scsi::Capacity> ReadLunCapacity(Executor& executor, uint64_t lun);
+Result<std::vector<uint64_t>> ReportLuns(Executor& executor);
 
 }  // namespace iser

@@ -65,6 +65,11 @@ constexpr uint8_t kMaxMoves = 8;
 // it rejoins, a target that reports transitions only on the port that changed).
 constexpr std::chrono::seconds kRefreshInterval{10};
 
+// A path that could not log in at Open tries again after 1 s, then twice as long each time up to
+// 10 s: a portal back within seconds serves at once, one down for long costs a login every 10 s.
+constexpr std::chrono::milliseconds kFirstRejoin{1000};
+constexpr std::chrono::milliseconds kMaxRejoin{10000};
+
 }  // namespace
 
 const char* PathSelectorName(PathSelector selector) {
@@ -79,32 +84,41 @@ Result<std::shared_ptr<PathSet>> PathSet::Open(std::vector<SessionOptions> paths
   }
   std::shared_ptr<PathSet> set(new PathSet());
   set->owns_sessions_ = true;
+  set->multipath_ = paths.size() > 1;
   set->selector_ = selector;
   set->primary_target_ = paths.front().target_name;
+  Status first_failure;
   for (size_t i = 0; i < paths.size(); ++i) {
+    const uint32_t slot = set->count();
     auto path = std::make_unique<Path>();
     path->set = set.get();
+    path->index = slot;
     path->home = paths[i].portal;
     if (paths.size() > 1) paths[i].handoff = path.get();
     Result<std::unique_ptr<Session>> s = Session::Open(paths[i]);
     if (!s.ok()) {
-      if (i == 0) return s.status();
+      if (first_failure.ok()) first_failure = s.status();
       Log(LogLevel::kWarning, "path " + std::to_string(i + 1) + " to " + paths[i].target_name +
-                                  " at " + paths[i].portal.ToString() +
-                                  " left out: " + s.status().message());
+                                  " at " + paths[i].portal.ToString() + " left out for now: " +
+                                  s.status().message() + "; it joins when it can log in");
+      set->left_out_.push_back(paths[i]);
       continue;
     }
-    path->index = static_cast<uint32_t>(set->paths_.size());
     path->session = std::shared_ptr<Session>(std::move(*s));
-    set->paths_.push_back(std::move(path));
+    set->paths_[slot] = std::move(path);
+    set->path_count_.store(slot + 1, std::memory_order_release);
   }
-  if (set->paths_.size() > 1) {
+  if (set->count() == 0) return first_failure;
+  if (paths.size() > 1) {
     set->checker_ = std::thread([s = set.get()] { s->CheckerMain(); });
+    if (!set->left_out_.empty()) set->joiner_ = std::thread([s = set.get()] { s->JoinerMain(); });
     std::string where;
-    for (const auto& p : set->paths_) where += (where.empty() ? "" : ", ") + p->home.ToString();
+    for (uint32_t i = 0; i < set->count(); ++i) {
+      where += (where.empty() ? "" : ", ") + set->paths_[i]->home.ToString();
+    }
     Log(LogLevel::kInfo, "multipath to " + set->primary_target_ + ": " +
-                             std::to_string(set->paths_.size()) + " paths (" + where + "), " +
-                             PathSelectorName(selector));
+                             std::to_string(set->count()) + " of " + std::to_string(paths.size()) +
+                             " paths (" + where + "), " + PathSelectorName(selector));
   }
   return set;
 }
@@ -116,7 +130,8 @@ std::shared_ptr<PathSet> PathSet::Of(std::shared_ptr<Session> session) {
   path->set = set.get();
   path->home = session->portal();
   path->session = std::move(session);
-  set->paths_.push_back(std::move(path));
+  set->paths_[0] = std::move(path);
+  set->path_count_.store(1, std::memory_order_release);
   return set;
 }
 
@@ -133,38 +148,50 @@ iser::Status PathSet::Close() {
     stopping_ = true;
     checker_cv_.SignalAll();
   }
-  if (checker_.joinable()) checker_.join();
   iser::Status result;
-  // A lone session opened elsewhere (Of) is its owner's to close.
-  if (!owns_sessions_) return result;
-  for (const auto& p : paths_) {
-    iser::Status st = p->session->Close();
-    if (result.ok() && !st.ok()) result = st;
-  }
+  // The sessions first: a checker command (REPORT TARGET PORT GROUPS) that a recovering path
+  // holds ends with its session instead of holding Close until replacement_timeout. Then again
+  // after the threads end, for a path that joined meanwhile (Close of a session is idempotent).
+  auto close_sessions = [this, &result] {
+    // A lone session opened elsewhere (Of) is its owner's to close.
+    if (!owns_sessions_) return;
+    for (uint32_t i = 0; i < count(); ++i) {
+      iser::Status st = paths_[i]->session->Close();
+      if (result.ok() && !st.ok()) result = st;
+    }
+  };
+  close_sessions();
+  if (checker_.joinable()) checker_.join();
+  if (joiner_.joinable()) joiner_.join();
+  close_sessions();
   return result;
 }
 
 uint32_t PathSet::max_transfer_bytes() const {
-  uint32_t least = paths_.front()->session->max_transfer_bytes();
-  for (const auto& p : paths_) least = std::min(least, p->session->max_transfer_bytes());
+  uint32_t least = paths_[0]->session->max_transfer_bytes();
+  for (uint32_t i = 1; i < count(); ++i) {
+    least = std::min(least, paths_[i]->session->max_transfer_bytes());
+  }
   return least;
 }
 
 uint64_t PathSet::capacity_changes() const {
   uint64_t n = 0;
-  for (const auto& p : paths_) n += p->session->capacity_changes();
+  for (uint32_t i = 0; i < count(); ++i) n += paths_[i]->session->capacity_changes();
   return n;
 }
 
 uint64_t PathSet::luns_changes() const {
   uint64_t n = 0;
-  for (const auto& p : paths_) n += p->session->luns_changes();
+  for (uint32_t i = 0; i < count(); ++i) n += paths_[i]->session->luns_changes();
   return n;
 }
 
 bool PathSet::healthy() const {
-  return std::any_of(paths_.begin(), paths_.end(),
-                     [](const auto& p) { return p->session->healthy(); });
+  for (uint32_t i = 0; i < count(); ++i) {
+    if (paths_[i]->session->healthy()) return true;
+  }
+  return false;
 }
 
 const PathSet::Lun* PathSet::FindLun(uint64_t lun) const {
@@ -177,7 +204,7 @@ const PathSet::Lun* PathSet::FindLun(uint64_t lun) const {
 
 uint32_t PathSet::Choose(uint64_t lun, uint32_t avoid) {
   const Lun* l = FindLun(lun);
-  const uint32_t n = static_cast<uint32_t>(paths_.size());
+  const uint32_t n = count();
   // Round robin starts each choice one further; queue length breaks ties the same way, so
   // equal paths share the work.
   const uint32_t start = next_turn_.fetch_add(1, std::memory_order_relaxed);
@@ -191,7 +218,7 @@ uint32_t PathSet::Choose(uint64_t lun, uint32_t avoid) {
     if (i == avoid || !paths_[i]->session->healthy()) continue;
     int rank = 0;
     if (l) {
-      if (!l->serves[i]) continue;
+      if (!l->serves[i].load(std::memory_order_acquire)) continue;
       rank = Rank(static_cast<AluaState>(l->state[i].load(std::memory_order_relaxed)));
       if (rank == kNever) continue;
     }
@@ -217,13 +244,21 @@ uint32_t PathSet::Choose(uint64_t lun, uint32_t avoid) {
 
 uint32_t PathSet::Fallback(uint64_t lun) const {
   const Lun* l = FindLun(lun);
+  // Where the task has the best chance: a path that is recovering (the one lost last; it holds
+  // the task until it is back or replacement_timeout passes, and hands it over as soon as
+  // another path can take it), else one that is logged in (a standby port group answers for
+  // itself), else one that gave up (the task fails there, saying why).
   uint32_t best = 0;
+  int best_class = 3;
   int64_t latest = -1;
-  for (uint32_t i = 0; i < paths_.size(); ++i) {
-    if (l && !l->serves[i]) continue;
+  for (uint32_t i = 0; i < count(); ++i) {
+    if (l && !l->serves[i].load(std::memory_order_acquire)) continue;
+    Session& s = *paths_[i]->session;
+    const int cls = s.healthy() ? 1 : s.stats().state == SessionStats::State::kRecovering ? 0 : 2;
     const int64_t at = paths_[i]->lost_at.load(std::memory_order_relaxed);
-    if (at > latest) {
+    if (cls < best_class || (cls == best_class && at > latest)) {
       best = i;
+      best_class = cls;
       latest = at;
     }
   }
@@ -231,8 +266,8 @@ uint32_t PathSet::Fallback(uint64_t lun) const {
 }
 
 void PathSet::Submit(Task* task) {
-  if (paths_.size() == 1) {
-    paths_.front()->session->Submit(task);
+  if (count() == 1) {
+    paths_[0]->session->Submit(task);
     return;
   }
   CheckAluaChanges();
@@ -245,7 +280,7 @@ void PathSet::Submit(Task* task) {
   SendOn(path, task);
 }
 
-void PathSet::NoteState(const Lun& lun, uint32_t path, AluaState state, const char* how) {
+void PathSet::NoteState(Lun& lun, uint32_t path, AluaState state, const char* how) {
   const uint8_t before = lun.state[path].exchange(static_cast<uint8_t>(state));
   if (before == static_cast<uint8_t>(state)) return;
   path_changes_.fetch_add(1, std::memory_order_relaxed);
@@ -262,7 +297,7 @@ void PathSet::NoteState(const Lun& lun, uint32_t path, AluaState state, const ch
 
 void PathSet::CheckAluaChanges() {
   uint64_t alua = 0;
-  for (const auto& p : paths_) alua += p->session->alua_changes();
+  for (uint32_t i = 0; i < count(); ++i) alua += paths_[i]->session->alua_changes();
   if (alua_changes_seen_.exchange(alua, std::memory_order_relaxed) != alua) RequestRefresh();
 }
 
@@ -337,8 +372,9 @@ bool PathSet::TakeOver(Path* from, Task* task) {
 }
 
 void PathSet::ConnectionChanged(Path* path) {
-  // Close ends every path: no change worth a line.
-  if (closing_.load()) return;
+  // Close ends every path: no change worth a line. A path that has not joined yet is not the
+  // set's to follow.
+  if (closing_.load() || path->index >= count()) return;
   const bool healthy = path->session->healthy();
   const bool changed = path->was_healthy.exchange(healthy) != healthy;
   const SessionStats stats = path->session->stats();
@@ -362,21 +398,28 @@ void PathSet::ConnectionChanged(Path* path) {
 }
 
 void PathSet::OfferToRecovering(const Path* except) {
-  for (const auto& p : paths_) {
-    if (p.get() != except && !p->session->healthy()) p->session->OfferWaiting();
+  for (uint32_t i = 0; i < count(); ++i) {
+    const Path& p = *paths_[i];
+    if (&p != except && !p.session->healthy()) p.session->OfferWaiting();
   }
 }
 
 std::vector<Portal> PathSet::ReachablePortals(Path* path) {
   const std::optional<uint16_t> tpgt = path->session->stats().current_tpgt;
   std::vector<Portal> portals;
-  for (const auto& p : paths_) {
-    if (p.get() == path || !p->session->healthy()) continue;
-    const SessionStats s = p->session->stats();
+  for (uint32_t i = 0; i < count(); ++i) {
+    const Path& p = *paths_[i];
+    if (&p == path || !p.session->healthy()) continue;
+    const SessionStats s = p.session->stats();
     // Only a login to the same portal group reinstates the session (its SSID is ISID + TPGT).
     if (tpgt && s.current_tpgt == tpgt) portals.push_back(s.current_portal);
   }
   return portals;
+}
+
+void PathSet::SetWhyNot(Lun* lun, uint32_t path, std::string why) {
+  MutexLock lock(&why_mu_);
+  lun->why_not[path] = std::move(why);
 }
 
 iser::Status PathSet::ProbePath(uint32_t path, Lun* lun, bool identity) {
@@ -392,39 +435,44 @@ iser::Status PathSet::ProbePath(uint32_t path, Lun* lun, bool identity) {
       if (!standard.ok()) return standard.status();
       lun->alua = scsi::InquiryTpgs(*standard) != 0;
     } else if (lun->identity.empty()) {
-      lun->why_not[path] = "the LUN reports no NAA or EUI-64 identifier (VPD page 0x83)";
+      SetWhyNot(lun, path, "the LUN reports no NAA or EUI-64 identifier (VPD page 0x83)");
       return Status::OK();
     } else if (ids->lu_name != lun->identity) {
-      lun->why_not[path] = "another LUN answers here (" +
-                           (ids->lu_name.empty() ? std::string("no identifier") : ids->lu_name) +
-                           ", not " + lun->identity + ")";
+      SetWhyNot(lun, path,
+                "another LUN answers here (" +
+                    (ids->lu_name.empty() ? std::string("no identifier") : ids->lu_name) +
+                    ", not " + lun->identity + ")");
       return Status::OK();
     }
-    if (s.max_transfer_bytes() < paths_.front()->session->max_transfer_bytes()) {
-      lun->why_not[path] = "its connection carries less per command than the first path's";
+    if (s.max_transfer_bytes() < paths_[0]->session->max_transfer_bytes()) {
+      SetWhyNot(lun, path, "its connection carries less per command than the first path's");
       return Status::OK();
     }
-    lun->port_group[path] = ids->target_port_group.value_or(0);
-    if (path == 0 || !lun->identity.empty()) lun->serves[path] = 1;
+    lun->port_group[path].store(ids->target_port_group.value_or(0));
   }
   if (!lun->alua) {
     lun->state[path].store(static_cast<uint8_t>(AluaState::kActiveOptimized));
-    return Status::OK();
-  }
-  std::vector<uint8_t> buf(4096);
-  Task t;
-  scsi::ReportTargetPortGroups(t, buf.data(), static_cast<uint32_t>(buf.size()));
-  if (iser::Status st = RunOn(s, t, lun->lun); !st.ok()) return st;
-  buf.resize(TransferredBytes(t));
-  Result<scsi::TargetPortGroups> groups = scsi::ParseReportTargetPortGroups(buf);
-  if (!groups.ok()) return groups.status();
-  for (const scsi::TargetPortGroup& g : groups->groups) {
-    if (g.id != lun->port_group[path]) continue;
-    if (identity) {
-      lun->state[path].store(static_cast<uint8_t>(g.state));
-    } else {
-      NoteState(*lun, path, g.state, "reported by REPORT TARGET PORT GROUPS");
+  } else {
+    std::vector<uint8_t> buf(4096);
+    Task t;
+    scsi::ReportTargetPortGroups(t, buf.data(), static_cast<uint32_t>(buf.size()));
+    if (iser::Status st = RunOn(s, t, lun->lun); !st.ok()) return st;
+    buf.resize(TransferredBytes(t));
+    Result<scsi::TargetPortGroups> groups = scsi::ParseReportTargetPortGroups(buf);
+    if (!groups.ok()) return groups.status();
+    for (const scsi::TargetPortGroup& g : groups->groups) {
+      if (g.id != lun->port_group[path].load()) continue;
+      if (identity) {
+        lun->state[path].store(static_cast<uint8_t>(g.state));
+      } else {
+        NoteState(*lun, path, g.state, "reported by REPORT TARGET PORT GROUPS");
+      }
     }
+  }
+  // Last: from here Choose may send the LUN's tasks by this path.
+  if (identity) {
+    SetWhyNot(lun, path, "");
+    lun->serves[path].store(1, std::memory_order_release);
   }
   return Status::OK();
 }
@@ -432,40 +480,36 @@ iser::Status PathSet::ProbePath(uint32_t path, Lun* lun, bool identity) {
 iser::Status PathSet::AddLun(uint64_t lun) {
   MutexLock lock(&luns_mu_);
   if (FindLun(lun)) return Status::OK();
-  const size_t count = lun_count_.load(std::memory_order_relaxed);
-  if (count == kMaxLuns) {
+  const size_t index = lun_count_.load(std::memory_order_relaxed);
+  if (index == kMaxLuns) {
     return Status::ResourceExhausted("more than " + std::to_string(kMaxLuns) + " LUNs on " +
                                      primary_target_);
   }
   auto l = std::make_unique<Lun>();
   l->lun = lun;
-  l->serves.assign(paths_.size(), 0);
-  l->why_not.assign(paths_.size(), "");
-  l->port_group.assign(paths_.size(), 0);
-  l->state = std::make_unique<std::atomic<uint8_t>[]>(paths_.size());
-  for (size_t i = 0; i < paths_.size(); ++i) {
-    l->state[i].store(static_cast<uint8_t>(AluaState::kActiveOptimized));
-  }
-  if (paths_.size() > 1) {
+  for (auto& state : l->state) state.store(static_cast<uint8_t>(AluaState::kActiveOptimized));
+  const uint32_t n = count();
+  if (multipath_) {
     ISER_RETURN_IF_ERROR(ProbePath(0, l.get(), true));
-    for (uint32_t i = 1; i < paths_.size(); ++i) {
+    for (uint32_t i = 1; i < n; ++i) {
       if (iser::Status st = ProbePath(i, l.get(), true); !st.ok()) {
-        l->serves[i] = 0;
-        l->why_not[i] = "its identity could not be read: " + st.message();
+        l->unread[i].store(1);
+        SetWhyNot(l.get(), i, "its identity could not be read: " + st.message());
       }
     }
-    for (uint32_t i = 1; i < paths_.size(); ++i) {
-      if (!l->serves[i]) {
+    MutexLock why(&why_mu_);
+    for (uint32_t i = 1; i < n; ++i) {
+      if (!l->serves[i].load()) {
         Log(LogLevel::kWarning, "path " + std::to_string(i + 1) + " to " + primary_target_ +
                                     " does not serve LUN " + std::to_string(lun) + ": " +
                                     l->why_not[i]);
       }
     }
   } else {
-    l->serves[0] = 1;
+    l->serves[0].store(1);
   }
-  luns_[count] = std::move(l);
-  lun_count_.store(count + 1, std::memory_order_release);
+  luns_[index] = std::move(l);
+  lun_count_.store(index + 1, std::memory_order_release);
   return Status::OK();
 }
 
@@ -491,13 +535,34 @@ void PathSet::CheckerMain() {
   }
 }
 
+void PathSet::ReadIdentityAgain(Lun* lun, uint32_t path) {
+  MutexLock lock(&luns_mu_);
+  if (!lun->unread[path].load()) return;
+  if (iser::Status st = ProbePath(path, lun, true); !st.ok()) {
+    SetWhyNot(lun, path, "its identity could not be read: " + st.message());
+    return;
+  }
+  lun->unread[path].store(0);
+  if (!lun->serves[path].load()) return;
+  path_changes_.fetch_add(1, std::memory_order_relaxed);
+  Log(LogLevel::kWarning, "path " + std::to_string(path + 1) + " to " + primary_target_ +
+                              " serves LUN " + std::to_string(lun->lun) +
+                              " now: its identity could be read");
+}
+
 void PathSet::RefreshAlua() {
   const size_t n = lun_count_.load(std::memory_order_acquire);
   for (size_t i = 0; i < n; ++i) {
     Lun* l = luns_[i].get();
-    if (!l->alua) continue;
-    for (uint32_t p = 0; p < paths_.size(); ++p) {
-      if (!l->serves[p] || !paths_[p]->session->healthy()) continue;
+    for (uint32_t p = 0; p < count(); ++p) {
+      if (closing_.load()) return;
+      if (!paths_[p]->session->healthy()) continue;
+      // A path that was down when the LUN was added serves it once it can read its identity.
+      if (l->unread[p].load()) {
+        ReadIdentityAgain(l, p);
+        continue;
+      }
+      if (!l->alua || !l->serves[p].load(std::memory_order_acquire)) continue;
       if (iser::Status st = ProbePath(p, l, false); !st.ok()) {
         Log(LogLevel::kDebug, "path " + std::to_string(p + 1) + " to " + primary_target_ +
                                   ": REPORT TARGET PORT GROUPS failed: " + st.message());
@@ -506,25 +571,87 @@ void PathSet::RefreshAlua() {
   }
 }
 
+void PathSet::JoinerMain() {
+  for (std::chrono::milliseconds wait = kFirstRejoin;; wait = std::min(wait * 2, kMaxRejoin)) {
+    {
+      MutexLock lock(&checker_mu_);
+      const auto until = std::chrono::steady_clock::now() + wait;
+      while (!stopping_ && std::chrono::steady_clock::now() < until) {
+        checker_cv_.WaitFor(&checker_mu_, until - std::chrono::steady_clock::now());
+      }
+      if (stopping_) return;
+    }
+    JoinLeftOut();
+    if (left_out_.empty()) return;
+  }
+}
+
+void PathSet::JoinLeftOut() {
+  for (auto it = left_out_.begin(); it != left_out_.end();) {
+    if (closing_.load()) return;
+    const uint32_t slot = count();
+    auto path = std::make_unique<Path>();
+    path->set = this;
+    path->index = slot;
+    path->home = it->portal;
+    SessionOptions o = *it;
+    o.handoff = path.get();
+    Result<std::unique_ptr<Session>> s = Session::Open(o);
+    if (!s.ok()) {
+      Log(LogLevel::kDebug, "the path to " + primary_target_ + " at " + o.portal.ToString() +
+                                " still cannot log in: " + s.status().message());
+      ++it;
+      continue;
+    }
+    path->session = std::shared_ptr<Session>(std::move(*s));
+    {
+      MutexLock lock(&luns_mu_);
+      // Its LUNs are checked as AddLun checks them before the count covers the path: until
+      // then nothing of the set reads its slot.
+      paths_[slot] = std::move(path);
+      const size_t n = lun_count_.load(std::memory_order_acquire);
+      for (size_t i = 0; i < n; ++i) {
+        Lun* l = luns_[i].get();
+        l->state[slot].store(static_cast<uint8_t>(AluaState::kActiveOptimized));
+        if (iser::Status st = ProbePath(slot, l, true); !st.ok()) {
+          l->unread[slot].store(1);
+          SetWhyNot(l, slot, "its identity could not be read: " + st.message());
+        }
+      }
+      path_count_.store(slot + 1, std::memory_order_release);
+    }
+    path_changes_.fetch_add(1, std::memory_order_relaxed);
+    Log(LogLevel::kWarning, "path " + std::to_string(slot + 1) + " to " + primary_target_ + " at " +
+                                it->portal.ToString() +
+                                " joined: it could not log in when the device was opened");
+    OfferToRecovering(nullptr);
+    it = left_out_.erase(it);
+  }
+}
+
 std::vector<LunPathStatus> PathSet::PathStatuses() const {
   std::vector<LunPathStatus> out;
   const size_t n = lun_count_.load(std::memory_order_acquire);
+  const uint32_t paths = count();
   for (size_t i = 0; i < n; ++i) {
     const Lun& l = *luns_[i];
     LunPathStatus s;
     s.lun = l.lun;
     s.identity = l.identity;
     s.alua = l.alua;
-    for (uint32_t p = 0; p < paths_.size(); ++p) {
+    for (uint32_t p = 0; p < paths; ++p) {
       PathStatus ps;
       ps.session = paths_[p]->session->stats();
       ps.portal = ps.session.portal;
       ps.tpgt = ps.session.current_tpgt.value_or(0);
       ps.healthy = paths_[p]->session->healthy();
-      ps.serves = l.serves[p] != 0;
-      ps.why_not = l.why_not[p];
+      ps.serves = l.serves[p].load(std::memory_order_acquire) != 0;
+      {
+        MutexLock lock(&why_mu_);
+        ps.why_not = l.why_not[p];
+      }
       ps.alua_state = scsi::AluaStateName(static_cast<AluaState>(l.state[p].load()));
-      ps.target_port_group = l.port_group[p];
+      ps.target_port_group = l.port_group[p].load();
       ps.commands = paths_[p]->completed.load();
       ps.outstanding = static_cast<uint64_t>(std::max<int64_t>(0, paths_[p]->outstanding.load()));
       s.paths.push_back(std::move(ps));

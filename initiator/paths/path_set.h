@@ -27,8 +27,10 @@
 //
 // Tasks keep the contract of task.h: each completes exactly once, through the submitter's
 // on_complete, on whichever thread the serving session completes it on. A set of one path
-// (Of) submits straight to its session, at no cost. Paths are fixed at Open; a path whose
-// session fails for good stays in the set, unusable.
+// (Of) submits straight to its session, at no cost. A path recovers only at its own portal (it
+// is that portal's path; docs/multipath.md). Paths are added, never removed: one that could not
+// log in at Open is tried again (after 1 s, backing off to every 10 s) and joins when it can (its
+// LUNs checked as AddLun does); a path whose session fails for good stays in the set, unusable.
 #pragma once
 
 #include <atomic>
@@ -72,10 +74,11 @@ struct LunPathStatus {
   std::vector<PathStatus> paths;
 };
 
-class PathSet final {
+class PathSet final : public Executor {
  public:
-  // Opens one session per entry (their handoff is the set's); the first must open, a later one
-  // that fails is left out with a warning. More than 16 paths is InvalidArgument.
+  // Opens one session per entry (their handoff is the set's); one must open (else the first
+  // one's failure), one that fails is left out with a warning and tried again in the background.
+  // More than 16 paths is InvalidArgument.
   static Result<std::shared_ptr<PathSet>> Open(std::vector<SessionOptions> paths,
                                                PathSelector selector);
   // A set of one path around a session opened elsewhere.
@@ -87,20 +90,22 @@ class PathSet final {
 
   void Submit(Task* task);
   // Submits and waits. Not from an I/O thread.
-  void Execute(Task* task);
+  void Execute(Task* task) override;
   // Reads the LUN's identity and ALUA states through every path (each path's own commands).
-  // Fails only when the first path cannot read them; a path that cannot serves not.
+  // Fails only when the first path cannot read them; a path that cannot serves not, until the
+  // checker has read them through it (it tries again while the path is healthy).
   Status AddLun(uint64_t lun);
 
   // The first path's session: where the set was opened, for what is the same on every path.
-  Session& primary() { return *paths_.front()->session; }
+  Session& primary() { return *paths_[0]->session; }
   // Path i's session (i < size()), for commands of its own.
   Session& session(size_t i) { return *paths_[i]->session; }
-  SessionStats primary_stats() const { return paths_.front()->session->stats(); }
-  size_t size() const { return paths_.size(); }
+  SessionStats primary_stats() const { return paths_[0]->session->stats(); }
+  // The paths logged in at least once (grows when a left-out path joins).
+  size_t size() const { return count(); }
   const std::string& target_name() const { return primary_target_; }
   // The least any path serves: one command never carries more.
-  uint32_t max_transfer_bytes() const;
+  uint32_t max_transfer_bytes() const override;
   // Sums over the paths (each only grows).
   uint64_t capacity_changes() const;
   uint64_t luns_changes() const;
@@ -119,7 +124,7 @@ class PathSet final {
   // One path: its session and the handoff its session calls.
   struct Path final : TaskHandoff {
     PathSet* set = nullptr;
-    uint32_t index = 0;
+    uint32_t index = 0;  // its slot in paths_; part of the set once index < path_count_
     std::shared_ptr<Session> session;
     Portal home;
     std::atomic<int64_t> outstanding{0};
@@ -132,21 +137,32 @@ class PathSet final {
     void ConnectionChanged() override { set->ConnectionChanged(this); }
     std::vector<Portal> ReachablePortals() override { return set->ReachablePortals(this); }
   };
-  // One LUN: which paths serve it and their ALUA states (an AluaState value per path; the
-  // states change after a refresh, the rest is fixed at AddLun).
+  static constexpr size_t kMaxPaths = 16;
+  static constexpr size_t kMaxLuns = 256;
+  // One LUN: its identity and ALUA support (fixed at AddLun) and, per path slot, whether the
+  // path serves it, its port group and state (an AluaState value). A path's entry is written
+  // before the path joins or, for a path whose identity could not be read (unread), under
+  // luns_mu_ by the checker; serves is set last.
   struct Lun {
     uint64_t lun = 0;
     std::string identity;
     bool alua = false;
-    std::vector<uint8_t> serves;
-    std::vector<std::string> why_not;
-    std::vector<uint16_t> port_group;
-    std::unique_ptr<std::atomic<uint8_t>[]> state;
+    std::atomic<uint8_t> serves[kMaxPaths] = {};
+    std::atomic<uint8_t> unread[kMaxPaths] = {};
+    std::atomic<uint16_t> port_group[kMaxPaths] = {};
+    std::atomic<uint8_t> state[kMaxPaths] = {};
+    std::string why_not[kMaxPaths];  // under why_mu_
   };
-  static constexpr size_t kMaxPaths = 16;
-  static constexpr size_t kMaxLuns = 256;
 
   PathSet() = default;
+  uint32_t count() const { return path_count_.load(std::memory_order_acquire); }
+  // Why a path does not serve a LUN (shown by PathStatuses).
+  void SetWhyNot(Lun* lun, uint32_t path, std::string why);
+  // Reads a LUN's identity through one path that could not at AddLun (checker thread).
+  void ReadIdentityAgain(Lun* lun, uint32_t path);
+  // Opens the left-out paths' sessions again and adds those that log in (joiner thread).
+  void JoinLeftOut();
+  void JoinerMain();
   const Lun* FindLun(uint64_t lun) const;
   Lun* FindLun(uint64_t lun) { return const_cast<Lun*>(std::as_const(*this).FindLun(lun)); }
   // The path for a task of this LUN other than `avoid` (kNoPath: none), or kNoPath when none
@@ -158,7 +174,7 @@ class PathSet final {
   void SendOn(uint32_t path, Task* task);
   // Stores a path's ALUA state for a LUN; a change is a path change, logged with how we learned
   // it.
-  void NoteState(const Lun& lun, uint32_t path, scsi::AluaState state, const char* how);
+  void NoteState(Lun& lun, uint32_t path, scsi::AluaState state, const char* how);
   // Asks for a refresh when a session counted a unit attention 2A/06 or 2A/07 since the last
   // look.
   void CheckAluaChanges();
@@ -175,8 +191,16 @@ class PathSet final {
   void CheckerMain();
   void RequestRefresh();
 
-  std::vector<std::unique_ptr<Path>> paths_;
+  // Slots [0, path_count_) are the set's paths; a slot is filled before the count covers it,
+  // and never changes after.
+  std::unique_ptr<Path> paths_[kMaxPaths];
+  std::atomic<uint32_t> path_count_{0};
   std::string primary_target_;
+  // The options of paths that could not log in at Open (joiner thread only, after Open).
+  std::vector<SessionOptions> left_out_;
+  std::thread joiner_;
+  // Guards every Lun's why_not.
+  mutable Mutex why_mu_;
   PathSelector selector_ = PathSelector::kQueueLength;
   std::atomic<uint32_t> next_turn_{0};
   std::atomic<uint64_t> path_changes_{0};
@@ -194,6 +218,7 @@ class PathSet final {
   std::thread checker_;
   std::atomic<uint64_t> alua_changes_seen_{0};
   bool owns_sessions_ = false;  // Open's sessions, not Of's
+  bool multipath_ = false;      // Open asked for more than one path
   bool closed_ = false;
   std::atomic<bool> closing_{false};
 };

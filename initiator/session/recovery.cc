@@ -373,9 +373,12 @@ void Session::Recover() {
 
   std::vector<Portal> candidates{options_.portal};
   candidates.push_back(portal_);
-  candidates.insert(candidates.end(), options_.alternate_portals.begin(),
-                    options_.alternate_portals.end());
-  {
+  // A path of several (a handoff) is its portal's: recovering through another portal would
+  // leave it there, sharing that portal's fate with the path already on it, and leave its own
+  // portal unused once back. Its writes need no other portal (the fence uses the other paths').
+  if (!options_.handoff) {
+    candidates.insert(candidates.end(), options_.alternate_portals.begin(),
+                      options_.alternate_portals.end());
     MutexLock lock(&submit_mu_);
     candidates.insert(candidates.end(), added_portals_.begin(), added_portals_.end());
   }

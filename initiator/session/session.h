@@ -46,6 +46,7 @@
 #include "initiator/login/login.h"
 #include "initiator/session/serial.h"
 #include "initiator/session/session_options.h"
+#include "initiator/task/executor.h"
 #include "initiator/task/task.h"
 #include "initiator/transport/datamover.h"
 #include "initiator/transport/portal.h"
@@ -77,7 +78,7 @@ struct SessionStats {
 };
 const char* SessionStateName(SessionStats::State state);
 
-class Session final : private DatamoverEvents {
+class Session final : public Executor, private DatamoverEvents {
  public:
   static Result<std::unique_ptr<Session>> Open(const SessionOptions& options);
   ~Session() override;
@@ -89,7 +90,7 @@ class Session final : private DatamoverEvents {
   // once with an error.
   void Submit(Task* task);
   // Submits and waits. Not from the I/O thread.
-  void Execute(Task* task);
+  void Execute(Task* task) override;
   // Logs out and stops the I/O thread; idempotent. In-flight tasks should have completed.
   Status Close();
 
@@ -100,7 +101,7 @@ class Session final : private DatamoverEvents {
   const std::string& target_name() const { return options_.target_name; }
   std::string Describe() const;
   // The most data one SCSI command may carry on this session (transport limits).
-  uint32_t max_transfer_bytes() const { return max_transfer_bytes_; }
+  uint32_t max_transfer_bytes() const override { return max_transfer_bytes_; }
   // Logged in now (not recovering, not failed, not closed).
   bool healthy() const { return !failed_.load(); }
   SessionStats stats() const;

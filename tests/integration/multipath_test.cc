@@ -331,6 +331,9 @@ class MultipathCutTest : public MultipathTest {
     std::this_thread::sleep_for(std::chrono::milliseconds(1500));
     const double longest_pause_ms = ledger.longest_gap_ns.load() / 1e6;
     ledger.Stop();
+    // Lost for longer than Time2Wait (2 s) and a login attempt: path 1 has tried its portal and
+    // found it down, and must still come back there, not through path 2's portal.
+    std::this_thread::sleep_for(std::chrono::milliseconds(2500));
     cutters_[0]->Restore();
     std::this_thread::sleep_for(std::chrono::milliseconds(500));
     EXPECT_TRUE(ledger.errors.empty())
@@ -349,6 +352,8 @@ class MultipathCutTest : public MultipathTest {
 
     EXPECT_TRUE(WaitFor(std::chrono::seconds(30), [&] { return PathsOfLun1(*set)[0].healthy; }))
         << "path 1 did not come back";
+    EXPECT_EQ(set->session(0).stats().current_portal.port, cutters_[0]->port())
+        << "path 1 came back through another portal than its own";
     const uint64_t path1_before = PathsOfLun1(*set)[0].commands;
     ledger.stop = false;
     ledger.Start(dev->get());
@@ -378,6 +383,38 @@ TEST_F(MultipathCutTest, ACutPathsIoGoesOnByTheOtherAndNothingIsLostOrStale) {
 // several writes sit in the cutter.
 TEST_F(MultipathCutTest, AStalledPathsHeldWritesNeverLandOverNewerOnes) {
   LoseAndRestore("&path_selector=round-robin", [](PathCutter& c) { c.Stall(); });
+}
+
+// The first path's portal is down when the device opens: it opens by the second, and the first
+// joins once its portal is back, the LUN checked through it, and carries I/O.
+TEST_F(MultipathCutTest, APathDownAtOpenJoinsOnceItsPortalIsBack) {
+  cutters_[0]->Cut();
+  std::shared_ptr<PathSet> set = MustOpen(Url(""));
+  ASSERT_TRUE(set);
+  EXPECT_EQ(set->size(), 1u) << "the path through the cut portal logged in";
+  EXPECT_TRUE(Logged("left out for now"));
+  Result<std::unique_ptr<BlockDevice>> dev = BlockDevice::Open(set, 1);
+  ASSERT_TRUE(dev.ok()) << dev.status().ToString();
+  cutters_[0]->Restore();
+  ASSERT_TRUE(WaitFor(std::chrono::seconds(30), [&] {
+    const std::vector<PathStatus> paths = PathsOfLun1(*set);
+    return paths.size() == 2 && paths[1].serves;
+  })) << "the path did not join within 30 s of its portal's return";
+  EXPECT_EQ(set->session(1).portal().port, cutters_[0]->port());
+  EXPECT_TRUE(Logged("joined"));
+  Ledger ledger;
+  ledger.Start(dev->get());
+  EXPECT_TRUE(WaitFor(std::chrono::seconds(20), [&] {
+    return PathsOfLun1(*set)[1].commands >= 50;
+  })) << "the joined path carries no I/O";
+  ledger.Stop();
+  EXPECT_TRUE(ledger.errors.empty()) << ledger.errors.front();
+  std::vector<std::string> bad = ledger.Check(dev->get());
+  EXPECT_TRUE(bad.empty()) << bad.size() << " blocks lost or stale, the first: " << bad.front();
+  dev->reset();
+  EXPECT_TRUE(set->Close().ok());
+  EXPECT_TRUE(WaitFor(std::chrono::seconds(5), [&] { return Nexuses() == 0; }))
+      << Nexuses() << " I_T nexuses left after Close: the joined path was not logged out";
 }
 
 #endif  // !ISER_TEST_OVER_ISER

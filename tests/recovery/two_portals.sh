@@ -2,7 +2,9 @@
 # Two portals of one target: two tgtd processes serve the same backing file under the same IQN on
 # two ports, the second given to the mount as the URL argument portal=HOST:PORT. The first hangs
 # and is killed for good while fio writes with verification: I/O moves to the second portal
-# within DefaultTime2Wait (2 s) plus a few seconds, and fio sees no error.
+# within DefaultTime2Wait (2 s) plus a few seconds, and fio sees no error. This is the failover of
+# one session (multipath=off): with the default, the two portals would be two paths
+# (docs/multipath.md), which the multipath tests and the soak cover.
 set -euo pipefail
 . "$(dirname "$0")/lib.sh"
 recovery_setup
@@ -11,7 +13,8 @@ tgt_lun 1 1 32M
 tgt_mirror
 RECOVERY_LOGS+=("$TGT_DIR/tgtd-mirror.log")
 second=127.0.0.1:$TGT_MIRROR_PORT
-recovery_mount "$WORK/mount.log" "iscsi://127.0.0.1:$TGT_PORT/iqn.2026-11.test:t1/1?portal=$second"
+recovery_mount "$WORK/mount.log" \
+  "iscsi://127.0.0.1:$TGT_PORT/iqn.2026-11.test:t1/1?portal=$second&multipath=off"
 
 timeout 120 fio --name=portals --filename="$MNT/lun1" --ioengine=libaio --direct=1 \
   --rw=randwrite --bsrange=4k-128k --iodepth=8 --numjobs=2 --size=16M --offset_increment=16M \
