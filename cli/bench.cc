@@ -322,7 +322,7 @@ void Bench::Print(const std::string& target, const PathSet& paths) const {
   const SessionStats session = paths.primary_stats();
   // With several paths: how the I/O went by each, and how often paths changed.
   std::vector<PathStatus> by_path;
-  if (paths.size() > 1) {
+  if (paths.multipath()) {
     for (const LunPathStatus& l : paths.PathStatuses()) {
       if (l.lun == dev_.info().lun) by_path = l.paths;
     }

@@ -48,6 +48,11 @@ void PrintPaths(const Json& s) {
               s.value("path_selector", std::string()).c_str(),
               ValueText(s.value("path_changes", Json(0))).c_str());
   for (const Json& p : paths) {
+    if (p["path"].is_null()) {
+      std::printf("\t\t  path -: %s not logged in since the open (it joins when it can)\n",
+                  PortalText(p["portal"]).c_str());
+      continue;
+    }
     std::printf("\t\t  path %s: %s via %s %s %s, recoveries: %s, commands: %s\n",
                 ValueText(p["path"]).c_str(), PortalText(p["portal"]).c_str(),
                 PortalText(p["current_portal"]).c_str(), p.value("state", std::string()).c_str(),

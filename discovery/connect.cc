@@ -255,8 +255,14 @@ Result<std::shared_ptr<PathSet>> OpenPaths(IscsiUrl url, const ConnectOptions& o
       path.nop_timeout = std::min(path.nop_timeout, kPathNopTimeout);
     }
     path.portal = w.portal;
-    // Each path recovers at its own portal only (docs/multipath.md, "Losing a path").
+    // The other portals of its group: where a path that alone serves a LUN may recover
+    // (task_handoff.h, MayRecoverElsewhere); any other path recovers at its own portal.
     path.alternate_portals.clear();
+    for (const Where& other : portals) {
+      if (!(other.portal == w.portal) && other.tpgt == w.tpgt) {
+        path.alternate_portals.push_back(other.portal);
+      }
+    }
     by_portal.push_back(std::move(path));
   }
   // One session to each portal first: the first paths to open reach every portal.

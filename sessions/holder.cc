@@ -79,9 +79,11 @@ Json SessionStatus(PathSet& paths, const std::string& target, const std::vector<
                 {"bytes_read", s.bytes_read},
                 {"bytes_written", s.bytes_written},
                 {"files", files},
-                {"parameters", ParametersJson(p)},
-                {"path_selector", PathSelectorName(paths.selector())},
-                {"path_changes", paths.path_changes()}};
+                {"parameters", ParametersJson(p)}};
+  // A lone session (multipath=off, or one portal) has no paths to show beyond itself.
+  if (!paths.multipath()) return reply;
+  reply["path_selector"] = PathSelectorName(paths.selector());
+  reply["path_changes"] = paths.path_changes();
   Json all_paths = Json::array();
   for (size_t i = 0; i < paths.size(); ++i) {
     Session& path = paths.session(i);
@@ -97,6 +99,13 @@ Json SessionStatus(PathSet& paths, const std::string& target, const std::vector<
          {"commands", ps.commands},
          {"bytes_read", ps.bytes_read},
          {"bytes_written", ps.bytes_written}});
+  }
+  // Paths that have not logged in since the open: listed, so that `logout -p` finds them too.
+  for (const Portal& portal : paths.LeftOutPortals()) {
+    all_paths.push_back({{"path", nullptr},
+                         {"portal", PortalJson(portal, std::nullopt)},
+                         {"state", "not logged in"},
+                         {"healthy", false}});
   }
   reply["paths"] = std::move(all_paths);
   Json luns = Json::array();

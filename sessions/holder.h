@@ -66,9 +66,12 @@ Status LogOut(PathSet& paths);
 
 // One target's session as a status reply lists it: its first path's target, portal, connection,
 // transport, datamover, state and counters, whether its files are read-only, files (absolute
-// paths) and negotiated parameters; then "path_selector", "path_changes", "paths" (every path:
+// paths) and negotiated parameters; with several paths (multipath) also "path_selector",
+// "path_changes", "paths" (every path:
 // "path" its number from 1 as log lines name it, "portal", "current_portal", "connection", "state",
-// "healthy", "recoveries", "commands" carried for the set, "bytes_read", "bytes_written") and
+// "healthy", "recoveries", "commands" (its session's, probes included), "bytes_read",
+// "bytes_written"; a path not logged in since the open has "path" null, "portal", "state" and
+// "healthy" only) and
 // "luns" (each LUN added to the set: "lun", "identity", "alua", and per path "path", "serves",
 // "why_not", "alua_state", "target_port_group", "outstanding").
 Json SessionStatus(PathSet& paths, const std::string& target, const std::vector<std::string>& files,

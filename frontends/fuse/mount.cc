@@ -38,7 +38,7 @@ std::string FsName(const IscsiUrl& url) {
 }
 
 // A single-target mount in the session table (sessions/holder.h): `session` lists its session
-// (its first path's: the status reply has no place for paths yet), a logout of its target ends the
+// (its first path's, with every path), a logout of its target ends the
 // mount and every path. It takes no logins: its mount point shows one target.
 class MountHolder : public sessions::Holder {
  public:

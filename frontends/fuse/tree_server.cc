@@ -366,7 +366,7 @@ Json TreeServer::Sessions(const std::string& only_target) {
     if (!only_target.empty() && t.name != only_target) continue;
     std::vector<std::string> files;
     for (const std::string& f : t.files) files.push_back(o_.paths.root + "/" + f);
-    // One entry per target, its first path's: the status reply has no place for paths yet.
+    // One entry per target (SessionStatus lists its paths).
     sessions.push_back(SessionStatus(*t.paths, t.name, files, t.read_only));
   }
   return sessions;

@@ -495,7 +495,7 @@ class NbdkitHolder : public iser::sessions::Holder {
       if (!only_target.empty() && t->url.target != only_target) continue;
       iser::MutexLock lock(&t->table_mu);
       if (!t->table_paths) continue;
-      // One entry per target, its first path's: the status reply has no place for paths yet.
+      // One entry per target (SessionStatus lists its paths).
       iser::sessions::Json status =
           iser::sessions::SessionStatus(*t->table_paths, t->url.target, {}, false);
       // Whether its exports are read-only is nbdkit's -r, which a plugin is not told.

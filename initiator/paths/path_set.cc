@@ -101,6 +101,8 @@ Result<std::shared_ptr<PathSet>> PathSet::Open(std::vector<SessionOptions> paths
       Log(LogLevel::kWarning, "path " + std::to_string(i + 1) + " to " + paths[i].target_name +
                                   " at " + paths[i].portal.ToString() + " left out for now: " +
                                   s.status().message() + "; it joins when it can log in");
+      paths[i].handoff = nullptr;
+      MutexLock lock(&set->left_out_mu_);
       set->left_out_.push_back(paths[i]);
       continue;
     }
@@ -111,7 +113,9 @@ Result<std::shared_ptr<PathSet>> PathSet::Open(std::vector<SessionOptions> paths
   if (set->count() == 0) return first_failure;
   if (paths.size() > 1) {
     set->checker_ = std::thread([s = set.get()] { s->CheckerMain(); });
-    if (!set->left_out_.empty()) set->joiner_ = std::thread([s = set.get()] { s->JoinerMain(); });
+    if (set->count() < paths.size()) {
+      set->joiner_ = std::thread([s = set.get()] { s->JoinerMain(); });
+    }
     std::string where;
     for (uint32_t i = 0; i < set->count(); ++i) {
       where += (where.empty() ? "" : ", ") + set->paths_[i]->home.ToString();
@@ -209,6 +213,15 @@ uint32_t PathSet::Choose(uint64_t lun, uint32_t avoid) {
   // equal paths share the work.
   const uint32_t start = next_turn_.fetch_add(1, std::memory_order_relaxed);
   const int64_t stuck_before = Ticks() - std::chrono::steady_clock::duration(kStuckAfter).count();
+  if (!l) {
+    // A LUN the set does not know yet: the first usable path, so that every answer (a probe's
+    // INQUIRY and READ CAPACITY, REPORT LUNS) comes from one place, not from different LUs
+    // that share the number through different ports.
+    for (uint32_t i = 0; i < n; ++i) {
+      if (i != avoid && paths_[i]->session->healthy()) return i;
+    }
+    return kNoPath;
+  }
   uint32_t best = kNoPath;
   bool best_stuck = true;
   int best_rank = kNever;
@@ -216,12 +229,9 @@ uint32_t PathSet::Choose(uint64_t lun, uint32_t avoid) {
   for (uint32_t k = 0; k < n; ++k) {
     const uint32_t i = (start + k) % n;
     if (i == avoid || !paths_[i]->session->healthy()) continue;
-    int rank = 0;
-    if (l) {
-      if (!l->serves[i].load(std::memory_order_acquire)) continue;
-      rank = Rank(static_cast<AluaState>(l->state[i].load(std::memory_order_relaxed)));
-      if (rank == kNever) continue;
-    }
+    if (!l->serves[i].load(std::memory_order_acquire)) continue;
+    const int rank = Rank(static_cast<AluaState>(l->state[i].load(std::memory_order_relaxed)));
+    if (rank == kNever) continue;
     const Path& p = *paths_[i];
     const int64_t queue = p.outstanding.load(std::memory_order_relaxed);
     const bool stuck =
@@ -266,7 +276,9 @@ uint32_t PathSet::Fallback(uint64_t lun) const {
 }
 
 void PathSet::Submit(Task* task) {
-  if (count() == 1) {
+  // A lone session takes its tasks as they are; a set of several paths keeps its hook on each
+  // task even while one path is logged in, so that a path joining later can take it over.
+  if (!multipath_) {
     paths_[0]->session->Submit(task);
     return;
   }
@@ -429,7 +441,7 @@ iser::Status PathSet::ProbePath(uint32_t path, Lun* lun, bool identity) {
     if (!page.ok()) return page.status();
     Result<scsi::DeviceIdentifiers> ids = scsi::ParseDeviceIdentifiers(*page);
     if (!ids.ok()) return ids.status();
-    if (path == 0) {
+    if (path == lun->reference) {
       lun->identity = ids->lu_name;
       Result<std::vector<uint8_t>> standard = Inquiry(s, lun->lun, std::nullopt);
       if (!standard.ok()) return standard.status();
@@ -444,8 +456,10 @@ iser::Status PathSet::ProbePath(uint32_t path, Lun* lun, bool identity) {
                     ", not " + lun->identity + ")");
       return Status::OK();
     }
-    if (s.max_transfer_bytes() < paths_[0]->session->max_transfer_bytes()) {
-      SetWhyNot(lun, path, "its connection carries less per command than the first path's");
+    if (s.max_transfer_bytes() < paths_[lun->reference]->session->max_transfer_bytes()) {
+      SetWhyNot(lun, path,
+                "its connection carries less per command than path " +
+                    std::to_string(lun->reference + 1) + "'s");
       return Status::OK();
     }
     lun->port_group[path].store(ids->target_port_group.value_or(0));
@@ -490,19 +504,34 @@ iser::Status PathSet::AddLun(uint64_t lun) {
   for (auto& state : l->state) state.store(static_cast<uint8_t>(AluaState::kActiveOptimized));
   const uint32_t n = count();
   if (multipath_) {
-    ISER_RETURN_IF_ERROR(ProbePath(0, l.get(), true));
-    for (uint32_t i = 1; i < n; ++i) {
+    // The reference: the first path logged in (the first of all may be the one that is down).
+    for (uint32_t i = 0; i < n; ++i) {
+      if (paths_[i]->session->healthy()) {
+        l->reference = i;
+        break;
+      }
+    }
+    ISER_RETURN_IF_ERROR(ProbePath(l->reference, l.get(), true));
+    for (uint32_t i = 0; i < n; ++i) {
+      if (i == l->reference) continue;
+      // A path that is down would hold the probe until it is back, or replacement_timeout: the
+      // checker reads it once the path is back.
+      if (!paths_[i]->session->healthy()) {
+        l->unread[i].store(1);
+        SetWhyNot(l.get(), i, "it was down when the LUN was added; read once it is back");
+        continue;
+      }
       if (iser::Status st = ProbePath(i, l.get(), true); !st.ok()) {
         l->unread[i].store(1);
         SetWhyNot(l.get(), i, "its identity could not be read: " + st.message());
       }
     }
     MutexLock why(&why_mu_);
-    for (uint32_t i = 1; i < n; ++i) {
+    for (uint32_t i = 0; i < n; ++i) {
       if (!l->serves[i].load()) {
         Log(LogLevel::kWarning, "path " + std::to_string(i + 1) + " to " + primary_target_ +
-                                    " does not serve LUN " + std::to_string(lun) + ": " +
-                                    l->why_not[i]);
+                                    " does not serve LUN " + std::to_string(lun) +
+                                    " (yet): " + l->why_not[i]);
       }
     }
   } else {
@@ -582,51 +611,88 @@ void PathSet::JoinerMain() {
       if (stopping_) return;
     }
     JoinLeftOut();
+    MutexLock lock(&left_out_mu_);
     if (left_out_.empty()) return;
   }
 }
 
 void PathSet::JoinLeftOut() {
-  for (auto it = left_out_.begin(); it != left_out_.end();) {
+  std::vector<SessionOptions> waiting;
+  {
+    MutexLock lock(&left_out_mu_);
+    waiting = left_out_;
+  }
+  for (const SessionOptions& options : waiting) {
     if (closing_.load()) return;
     const uint32_t slot = count();
     auto path = std::make_unique<Path>();
     path->set = this;
     path->index = slot;
-    path->home = it->portal;
-    SessionOptions o = *it;
+    path->home = options.portal;
+    SessionOptions o = options;
     o.handoff = path.get();
     Result<std::unique_ptr<Session>> s = Session::Open(o);
     if (!s.ok()) {
       Log(LogLevel::kDebug, "the path to " + primary_target_ + " at " + o.portal.ToString() +
                                 " still cannot log in: " + s.status().message());
-      ++it;
       continue;
     }
     path->session = std::shared_ptr<Session>(std::move(*s));
+    path->was_healthy.store(path->session->healthy());
     {
       MutexLock lock(&luns_mu_);
-      // Its LUNs are checked as AddLun checks them before the count covers the path: until
-      // then nothing of the set reads its slot.
-      paths_[slot] = std::move(path);
+      // Close has begun: it may have closed the sessions it saw already.
+      if (closing_.load()) {
+        path->session->Close().IgnoreError();
+        return;
+      }
+      // Its LUNs wait for the checker to read their identity through it (no command here: one
+      // that the path's loss would hold must not hold AddLun or Close behind this lock).
       const size_t n = lun_count_.load(std::memory_order_acquire);
       for (size_t i = 0; i < n; ++i) {
         Lun* l = luns_[i].get();
         l->state[slot].store(static_cast<uint8_t>(AluaState::kActiveOptimized));
-        if (iser::Status st = ProbePath(slot, l, true); !st.ok()) {
-          l->unread[slot].store(1);
-          SetWhyNot(l, slot, "its identity could not be read: " + st.message());
-        }
+        l->unread[slot].store(1);
+        SetWhyNot(l, slot, "it has just joined; its identity is read next");
       }
+      paths_[slot] = std::move(path);
       path_count_.store(slot + 1, std::memory_order_release);
+    }
+    {
+      MutexLock lock(&left_out_mu_);
+      left_out_.erase(
+          std::find_if(left_out_.begin(), left_out_.end(),
+                       [&](const SessionOptions& w) { return w.portal == options.portal; }));
     }
     path_changes_.fetch_add(1, std::memory_order_relaxed);
     Log(LogLevel::kWarning, "path " + std::to_string(slot + 1) + " to " + primary_target_ + " at " +
-                                it->portal.ToString() +
+                                options.portal.ToString() +
                                 " joined: it could not log in when the device was opened");
-    OfferToRecovering(nullptr);
-    it = left_out_.erase(it);
+    RequestRefresh();
   }
+}
+
+std::vector<Portal> PathSet::LeftOutPortals() const {
+  MutexLock lock(&left_out_mu_);
+  std::vector<Portal> portals;
+  for (const SessionOptions& o : left_out_) portals.push_back(o.portal);
+  return portals;
+}
+
+bool PathSet::AloneServes(const Path* path) const {
+  const uint32_t n = count();
+  if (path->index >= n) return false;
+  const size_t luns = lun_count_.load(std::memory_order_acquire);
+  for (size_t i = 0; i < luns; ++i) {
+    const Lun& l = *luns_[i];
+    if (!l.serves[path->index].load(std::memory_order_acquire)) continue;
+    bool other = false;
+    for (uint32_t p = 0; p < n && !other; ++p) {
+      other = p != path->index && l.serves[p].load(std::memory_order_acquire);
+    }
+    if (!other) return true;
+  }
+  return false;
 }
 
 std::vector<LunPathStatus> PathSet::PathStatuses() const {

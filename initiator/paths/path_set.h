@@ -2,8 +2,11 @@
 //
 // A path is a session to one portal, with its own ISID and I/O thread. For each LUN it serves
 // (AddLun), the set checks the LUN's identity on every path (the NAA or EUI-64 designator of VPD
-// page 0x83): a path that reports another identity, none, or a smaller transfer limit does not
-// serve that LUN (failover only, and PathStatuses says why). ALUA: a path's state for a LUN is
+// page 0x83) against the first healthy path's (the LUN's reference path): a path that reports
+// another identity, none, or a smaller transfer limit does not serve that LUN (PathStatuses says
+// why); a path down then reads it once it is back. A LUN the set does not know yet (before
+// AddLun: its probe, REPORT LUNS) is asked through the first healthy path, so that every answer
+// comes from one place. ALUA: a path's state for a LUN is
 // its target port group's, from REPORT TARGET PORT GROUPS when the LUN reports TPGS, read at
 // AddLun and again after a UNIT ATTENTION 2A/06 or 2A/07 on any path; a LUN without TPGS is
 // active/optimized on every path.
@@ -13,8 +16,10 @@
 // or offline), and among them the one with the fewest outstanding tasks (queue-length) or the
 // next in turn (round-robin); a path that has had tasks outstanding and completed none for half a
 // second comes after every path that has not (a stall shows long before the path is lost). With no
-// such path the task goes to the serving path lost last, whose recovery holds it
-// (replacement_timeout applies as on a lone session), and moves as soon as another path is usable.
+// such path the task goes to the recovering serving path lost last, whose recovery holds it
+// (replacement_timeout applies as on a lone session), and moves as soon as another path is usable
+// (else to a logged-in path, which answers for its port group's state, else to one that gave up,
+// which fails it saying why).
 // A task answered NOT READY 04/0B or 04/0C (standby, unavailable) moves to another path instead of
 // failing, when there is one.
 //
@@ -28,9 +33,11 @@
 // Tasks keep the contract of task.h: each completes exactly once, through the submitter's
 // on_complete, on whichever thread the serving session completes it on. A set of one path
 // (Of) submits straight to its session, at no cost. A path recovers only at its own portal (it
-// is that portal's path; docs/multipath.md). Paths are added, never removed: one that could not
-// log in at Open is tried again (after 1 s, backing off to every 10 s) and joins when it can (its
-// LUNs checked as AddLun does); a path whose session fails for good stays in the set, unusable.
+// is that portal's path; docs/multipath.md), unless it alone serves a LUN: then also at the other
+// portals of its group, as a lone session fails over. Paths are added, never removed: one that
+// could not log in at Open is tried again (after 1 s, backing off to every 10 s) and joins when it
+// can (its LUNs checked as AddLun does); a path whose session fails for good stays in the set,
+// unusable.
 #pragma once
 
 #include <atomic>
@@ -117,6 +124,10 @@ class PathSet final : public Executor {
   // Times a path went down or came back, or changed ALUA state.
   uint64_t path_changes() const { return path_changes_.load(); }
   PathSelector selector() const { return selector_; }
+  // Open was given several paths (a set of one, Of's or Open's, is a lone session).
+  bool multipath() const { return multipath_; }
+  // The portals of the paths that have not logged in since Open (they join when they can).
+  std::vector<Portal> LeftOutPortals() const;
   // Logs out of every path. Idempotent.
   iser::Status Close();
 
@@ -136,15 +147,18 @@ class PathSet final : public Executor {
     bool TakeOver(Task* task) override { return set->TakeOver(this, task); }
     void ConnectionChanged() override { set->ConnectionChanged(this); }
     std::vector<Portal> ReachablePortals() override { return set->ReachablePortals(this); }
+    bool MayRecoverElsewhere() override { return set->AloneServes(this); }
   };
   static constexpr size_t kMaxPaths = 16;
   static constexpr size_t kMaxLuns = 256;
-  // One LUN: its identity and ALUA support (fixed at AddLun) and, per path slot, whether the
-  // path serves it, its port group and state (an AluaState value). A path's entry is written
-  // before the path joins or, for a path whose identity could not be read (unread), under
-  // luns_mu_ by the checker; serves is set last.
+  // One LUN: its identity and ALUA support, as its reference path reads them (fixed at AddLun)
+  // and, per path slot, whether the path serves it, its port group and state (an AluaState
+  // value). A path's entry is written before the path joins or, for a path whose identity is
+  // not read yet (unread; never the reference), under luns_mu_ by the checker; serves is set
+  // last.
   struct Lun {
     uint64_t lun = 0;
+    uint32_t reference = 0;
     std::string identity;
     bool alua = false;
     std::atomic<uint8_t> serves[kMaxPaths] = {};
@@ -169,7 +183,7 @@ class PathSet final : public Executor {
   // is usable.
   static constexpr uint32_t kNoPath = ~0u;
   uint32_t Choose(uint64_t lun, uint32_t avoid);
-  // The serving path lost last: where a task waits when no path is usable.
+  // Where a task waits when no path is usable (see the top of this file).
   uint32_t Fallback(uint64_t lun) const;
   void SendOn(uint32_t path, Task* task);
   // Stores a path's ALUA state for a LUN; a change is a path change, logged with how we learned
@@ -184,6 +198,8 @@ class PathSet final : public Executor {
   bool TakeOver(Path* from, Task* task);
   void ConnectionChanged(Path* path);
   std::vector<Portal> ReachablePortals(Path* path);
+  // Some LUN is served by this path and no other.
+  bool AloneServes(const Path* path) const;
   // Reads the ALUA states of every LUN through every healthy path (checker thread).
   void RefreshAlua();
   // Reads one LUN's identity and states through one path into *lun (AddLun, RefreshAlua).
@@ -197,7 +213,8 @@ class PathSet final : public Executor {
   std::atomic<uint32_t> path_count_{0};
   std::string primary_target_;
   // The options of paths that could not log in at Open (joiner thread only, after Open).
-  std::vector<SessionOptions> left_out_;
+  mutable Mutex left_out_mu_;
+  std::vector<SessionOptions> left_out_ ISER_GUARDED_BY(left_out_mu_);
   std::thread joiner_;
   // Guards every Lun's why_not.
   mutable Mutex why_mu_;

@@ -376,7 +376,8 @@ void Session::Recover() {
   // A path of several (a handoff) is its portal's: recovering through another portal would
   // leave it there, sharing that portal's fate with the path already on it, and leave its own
   // portal unused once back. Its writes need no other portal (the fence uses the other paths').
-  if (!options_.handoff) {
+  // Unless it alone serves a LUN (task_handoff.h).
+  if (!options_.handoff || options_.handoff->MayRecoverElsewhere()) {
     candidates.insert(candidates.end(), options_.alternate_portals.begin(),
                       options_.alternate_portals.end());
     MutexLock lock(&submit_mu_);

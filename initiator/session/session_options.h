@@ -31,7 +31,8 @@ struct SessionOptions {
 
   // Session recovery (docs/recovery.md). A lost connection is replaced by a new session with the
   // same ISID (session reinstatement), tried on `portal` and then on each of
-  // `alternate_portals` in turn, and every unfinished task is sent again on it.
+  // `alternate_portals` in turn (a path of several: those only when its handoff allows,
+  // task_handoff.h), and every unfinished task is sent again on it.
   bool recover = true;  // false: a lost connection fails the session for good
   // How long tasks wait for recovery before they (and new ones) fail; recovery goes on after.
   // 0: they fail at once.

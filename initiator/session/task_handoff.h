@@ -34,6 +34,12 @@ class TaskHandoff {
   // Portals of the session's target portal group that other paths are logged in through now:
   // where a session that holds sent writes logs in to end its lost session at the target.
   virtual std::vector<Portal> ReachablePortals() = 0;
+  // Asked as a recovery starts. False: the session recovers at its own portal only (it is that
+  // portal's path; through another portal it would stay there, beside the path already on it).
+  // True: it alone serves something (a LUN no other path serves), which would be left without a
+  // path until its portal is back, so it also tries the other portals of its group, as a lone
+  // session does (its login there reinstates it: same ISID, same group).
+  virtual bool MayRecoverElsewhere() = 0;
 };
 
 }  // namespace iser

@@ -36,6 +36,7 @@ class RecordingHandoff : public TaskHandoff {
   }
   void ConnectionChanged() override { ++changes; }
   std::vector<Portal> ReachablePortals() override { return reachable; }
+  bool MayRecoverElsewhere() override { return false; }
 
   bool Took(const Task* t) {
     std::lock_guard lock(mu);
