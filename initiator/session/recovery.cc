@@ -491,6 +491,7 @@ Status Session::Reconnect(const Portal& portal, uint64_t replayed, Clock::time_p
   {
     MutexLock lock(&close_mu_);
     logout_done_ = false;
+    closed_after_logout_ = false;
   }
   last_receive_ = dm->Now();
   connected_at_ = Clock::now();

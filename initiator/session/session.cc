@@ -860,6 +860,7 @@ void Session::OnConnectionError(const Status& status) {
   {
     MutexLock lock(&close_mu_);
     logged_out = logout_done_;
+    if (logout_sent_ && !logout_done_) closed_after_logout_ = true;
   }
   bool recover;
   Status no_thread;
@@ -944,7 +945,11 @@ Status Session::AwaitLogout() {
     }
     close_cv_.WaitFor(&close_mu_, deadline - now);
   }
-  return logout_done_ ? Status::OK() : failure_;
+  if (closed_after_logout_) {
+    Log(LogLevel::kDebug, "the connection to " + Describe() +
+                              " ended after our Logout Request, with no Logout Response");
+  }
+  return logout_done_ || closed_after_logout_ ? Status::OK() : failure_;
 }
 
 }  // namespace iser

@@ -368,6 +368,9 @@ class Session final : public Executor, private DatamoverEvents {
   Mutex close_mu_;
   CondVar close_cv_;
   bool logout_done_ ISER_GUARDED_BY(close_mu_) = false;
+  // The connection ended after our Logout Request went out, with no Logout Response: some
+  // targets (istgt) close at once on a Logout. The session is over at the target either way.
+  bool closed_after_logout_ ISER_GUARDED_BY(close_mu_) = false;
   std::atomic<bool> logout_requested_{false};
   // Start succeeded: there is an I/O thread to log out with. Set in Open, read in Close.
   bool started_ = false;

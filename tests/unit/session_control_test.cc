@@ -245,5 +245,21 @@ TEST_F(SessionControlTest, CloseWithoutALogoutResponseTimesOut) {
   EXPECT_TRUE(fake_.shut_down());
 }
 
+// istgt may close the connection on a Logout Request before its Logout Response goes out: the
+// session is over at the target either way, so Close succeeds.
+TEST_F(SessionControlTest, CloseSucceedsWhenTheTargetClosesTheConnectionOnTheLogout) {
+  fake_.options().answer_logout = false;
+  Open();
+  fake_.options().on_wake = [&] {
+    if (!Sent(Opcode::kLogoutRequest).empty() && fake_.failure().ok()) {
+      fake_.FailConnection(Status::ConnectionFailed("the target closed the connection"));
+    }
+  };
+  const Status st = session_->Close();
+  EXPECT_TRUE(st.ok()) << st.message();
+  EXPECT_EQ(Sent(Opcode::kLogoutRequest).size(), 1u);
+  EXPECT_FALSE(fake_.failure().ok()) << "the connection was not closed after the Logout";
+}
+
 }  // namespace
 }  // namespace iser::test
