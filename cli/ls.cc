@@ -66,6 +66,10 @@ TargetListing ListTarget(const IscsiUrl& base, const ConnectOptions& c, const st
     t.status = session.status();
     return t;
   }
+  // The group the login answered with, not the one a URL without discovery could only guess.
+  if (std::optional<uint16_t> tpgt = (*session)->params().target_portal_group_tag) {
+    t.portal.tpgt = *tpgt;
+  }
   std::vector<uint64_t> luns;
   if (base.lun) {
     luns.push_back(*base.lun);
