@@ -330,6 +330,25 @@ TEST_P(TcpDatamovers, APeerThatClosesIsReportedOnceNamingTheConnection) {
       << events_.errors[0];
 }
 
+// The target resets the connection: every later send is an error of the connection. A write
+// to a reset socket without MSG_NOSIGNAL raises SIGPIPE, which kills this test binary as it
+// would kill any program that hosts the library (gtest does not ignore the signal).
+TEST_P(TcpDatamovers, SendingToAResetConnectionIsAnErrorNotASignal) {
+  const linger reset{1, 0};
+  ASSERT_EQ(setsockopt(peer_, SOL_SOCKET, SO_LINGER, &reset, sizeof reset), 0);
+  close(peer_);
+  peer_ = -1;
+  std::this_thread::sleep_for(milliseconds(50));
+  Bhs nop;
+  nop.set_opcode(Opcode::kNopOut, true);
+  nop.set_flags(kFinalBit);
+  for (int i = 0; i < 3; ++i) {
+    const Status st = dm_->SendPdu(nop, {}, Clock::now() + std::chrono::seconds(5));
+    ASSERT_FALSE(st.ok()) << "send " << i;
+    EXPECT_EQ(st.code(), StatusCode::kConnectionFailed) << st.ToString();
+  }
+}
+
 TEST_P(TcpDatamovers, WakeRunsOnTheIoThread) {
   events_.on_wake = [this] {
     if (dm_->OnIoThread()) ++on_thread_;

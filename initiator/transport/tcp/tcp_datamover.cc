@@ -76,7 +76,12 @@ void TcpDatamover::Flush() {
   for (;;) {
     const std::span<iovec> iov = PendingSend();
     if (iov.empty()) break;
-    const ssize_t n = writev(fd_, iov.data(), static_cast<int>(iov.size()));
+    // sendmsg with MSG_NOSIGNAL, not writev: a target that closed its end must be an error of
+    // this connection, not a SIGPIPE that kills whatever program hosts the library.
+    msghdr msg{};
+    msg.msg_iov = iov.data();
+    msg.msg_iovlen = iov.size();
+    const ssize_t n = sendmsg(fd_, &msg, MSG_NOSIGNAL);
     if (n < 0) {
       if (errno == EINTR) continue;
       if (errno == EAGAIN) break;

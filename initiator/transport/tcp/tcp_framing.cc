@@ -130,7 +130,10 @@ Status TcpFramedDatamover::SendPdu(const Bhs& bhs, std::span<const uint8_t> data
       ++idx;
       continue;
     }
-    const ssize_t n = writev(fd_, iov + idx, static_cast<int>(3 - idx));
+    msghdr msg{};
+    msg.msg_iov = iov + idx;
+    msg.msg_iovlen = 3 - idx;
+    const ssize_t n = sendmsg(fd_, &msg, MSG_NOSIGNAL);  // a closed peer is an error, not SIGPIPE
     if (n < 0) {
       if (errno == EINTR) continue;
       if (errno == EAGAIN) {
