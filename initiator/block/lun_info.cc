@@ -4,6 +4,7 @@
 #include <array>
 
 #include "initiator/scsi/commands.h"
+#include "initiator/scsi/run.h"
 #include "initiator/scsi/sense.h"
 
 namespace iser {
@@ -19,22 +20,6 @@ std::string On(uint64_t lun) {
   return " on LUN " + std::to_string(lun);
 }
 
-Status Run(Executor& s, Task& t, uint64_t lun) {
-  t.lun = lun;
-  s.Execute(&t);
-  return scsi::TaskStatus(t, std::string(scsi::CommandName(t)) + On(lun));
-}
-
-Result<std::vector<uint8_t>> Vpd(Executor& s, uint64_t lun, uint8_t page) {
-  std::vector<uint8_t> buf(1024);
-  Task t;
-  scsi::Inquiry(t, buf.data(), static_cast<uint16_t>(buf.size()), true, page);
-  Status st = Run(s, t, lun);
-  if (!st.ok()) return st;
-  buf.resize(TransferredBytes(t));
-  return buf;
-}
-
 // A command the LUN does not support or whose CDB it finds wrong (ILLEGAL REQUEST), as
 // opposed to one that could not be carried out.
 bool Refused(const Status& st) {
@@ -45,13 +30,13 @@ bool Refused(const Status& st) {
 
 Result<LunIdentity> ReadLunIdentity(Executor& s, uint64_t lun) {
   LunIdentity id;
-  Result<std::vector<uint8_t>> p = Vpd(s, lun, 0x83);
+  Result<std::vector<uint8_t>> p = scsi::RunInquiry(s, lun, 0x83);
   if (p.ok()) {
     if (auto d = scsi::ParseDeviceIdentification(*p); d.ok()) id.identifier = *d;
   } else if (!Refused(p.status())) {
     return p.status();
   }
-  p = Vpd(s, lun, 0x80);
+  p = scsi::RunInquiry(s, lun, 0x80);
   if (p.ok()) {
     if (auto serial = scsi::ParseUnitSerialNumber(*p); serial.ok()) id.serial = *serial;
   } else if (!Refused(p.status())) {
@@ -64,7 +49,7 @@ Result<std::vector<uint64_t>> ReportLuns(Executor& s) {
   std::vector<uint8_t> buf(16384);
   Task t;
   scsi::ReportLuns(t, buf.data(), static_cast<uint32_t>(buf.size()));
-  Status st = Run(s, t, 0);
+  Status st = scsi::Run(s, t, 0);
   if (!st.ok()) return st;
   buf.resize(TransferredBytes(t));
   return scsi::ParseReportLuns(buf);
@@ -74,12 +59,12 @@ Result<scsi::Capacity> ReadLunCapacity(Executor& s, uint64_t lun) {
   std::array<uint8_t, 32> buf{};
   Task t;
   scsi::ReadCapacity16(t, buf.data());
-  Status st = Run(s, t, lun);
+  Status st = scsi::Run(s, t, lun);
   if (st.ok()) return scsi::ParseReadCapacity16(buf);
   if (!Refused(st)) return st;
   Task t10;
   scsi::ReadCapacity10(t10, buf.data());
-  ISER_RETURN_IF_ERROR(Run(s, t10, lun));
+  ISER_RETURN_IF_ERROR(scsi::Run(s, t10, lun));
   return scsi::ParseReadCapacity10({buf.data(), 8});
 }
 
@@ -101,7 +86,7 @@ Result<LunInfo> ProbeLun(Executor& s, uint64_t lun) {
   {
     Task t;
     scsi::Inquiry(t, inq.data(), inq.size());
-    ISER_RETURN_IF_ERROR(Run(s, t, lun));
+    ISER_RETURN_IF_ERROR(scsi::Run(s, t, lun));
     Result<scsi::StandardInquiry> q = scsi::ParseStandardInquiry({inq.data(), TransferredBytes(t)});
     if (!q.ok()) return q.status();
     if (q->peripheral_qualifier != 0) {
@@ -117,7 +102,7 @@ Result<LunInfo> ProbeLun(Executor& s, uint64_t lun) {
     info.revision = q->revision;
   }
   std::vector<uint8_t> pages;
-  if (Result<std::vector<uint8_t>> p = Vpd(s, lun, 0x00); p.ok()) {
+  if (Result<std::vector<uint8_t>> p = scsi::RunInquiry(s, lun, 0x00); p.ok()) {
     if (Result<std::vector<uint8_t>> list = scsi::ParseSupportedVpdPages(*p); list.ok()) {
       pages = *list;
     }
@@ -126,12 +111,12 @@ Result<LunInfo> ProbeLun(Executor& s, uint64_t lun) {
     return std::find(pages.begin(), pages.end(), page) != pages.end();
   };
   if (has(0x80)) {
-    if (auto p = Vpd(s, lun, 0x80); p.ok()) {
+    if (auto p = scsi::RunInquiry(s, lun, 0x80); p.ok()) {
       if (auto serial = scsi::ParseUnitSerialNumber(*p); serial.ok()) info.serial = *serial;
     }
   }
   if (has(0x83)) {
-    if (auto p = Vpd(s, lun, 0x83); p.ok()) {
+    if (auto p = scsi::RunInquiry(s, lun, 0x83); p.ok()) {
       if (auto id = scsi::ParseDeviceIdentification(*p); id.ok()) info.identifier = *id;
     }
   }
@@ -150,7 +135,7 @@ Result<LunInfo> ProbeLun(Executor& s, uint64_t lun) {
 
   uint64_t max_transfer = std::min(s.max_transfer_bytes(), kDefaultMaxTransfer);
   if (has(0xb0)) {
-    if (auto p = Vpd(s, lun, 0xb0); p.ok()) {
+    if (auto p = scsi::RunInquiry(s, lun, 0xb0); p.ok()) {
       if (auto l = scsi::ParseBlockLimits(*p); l.ok()) {
         if (l->max_transfer_blocks != 0) {
           max_transfer = std::min<uint64_t>(s.max_transfer_bytes(),
@@ -167,7 +152,7 @@ Result<LunInfo> ProbeLun(Executor& s, uint64_t lun) {
   info.max_transfer_bytes =
       static_cast<uint32_t>(std::max<uint64_t>(max_transfer / cap.block_size, 1) * cap.block_size);
   if (has(0xb1)) {
-    if (auto p = Vpd(s, lun, 0xb1); p.ok()) {
+    if (auto p = scsi::RunInquiry(s, lun, 0xb1); p.ok()) {
       if (auto r = scsi::ParseRotationRate(*p); r.ok()) {
         info.rotation_rate = *r;
         info.rotational = *r > 1;
@@ -175,7 +160,7 @@ Result<LunInfo> ProbeLun(Executor& s, uint64_t lun) {
     }
   }
   if (has(0xb2)) {
-    if (auto p = Vpd(s, lun, 0xb2); p.ok()) {
+    if (auto p = scsi::RunInquiry(s, lun, 0xb2); p.ok()) {
       if (auto prov = scsi::ParseProvisioning(*p); prov.ok()) {
         info.unmap = prov->lbpu;
         info.write_same_unmap = prov->lbpws;
@@ -187,7 +172,7 @@ Result<LunInfo> ProbeLun(Executor& s, uint64_t lun) {
     std::array<uint8_t, 256> buf{};
     Task t;
     scsi::ModeSense10(t, buf.data(), buf.size(), 0x08);
-    if (Run(s, t, lun).ok()) {
+    if (scsi::Run(s, t, lun).ok()) {
       if (auto m = scsi::ParseModeSense10(buf); m.ok()) {
         info.read_only = m->write_protected;
         info.fua = m->dpofua;

@@ -7,6 +7,7 @@
 #include "initiator/base/notification.h"
 #include "initiator/scsi/alua.h"
 #include "initiator/scsi/commands.h"
+#include "initiator/scsi/run.h"
 #include "initiator/scsi/sense.h"
 
 namespace iser {
@@ -33,24 +34,6 @@ int Rank(AluaState s) {
 
 int64_t Ticks() {
   return std::chrono::steady_clock::now().time_since_epoch().count();
-}
-
-// A command of ours on one path, outside the set's selection.
-Status RunOn(Session& s, Task& t, uint64_t lun) {
-  t.lun = lun;
-  s.Execute(&t);
-  return scsi::TaskStatus(t, std::string(scsi::CommandName(t)) + " on LUN " + std::to_string(lun));
-}
-
-// The standard INQUIRY data without a page, else the VPD page.
-Result<std::vector<uint8_t>> Inquiry(Session& s, uint64_t lun, std::optional<uint8_t> page) {
-  std::vector<uint8_t> buf(1024);
-  Task t;
-  scsi::Inquiry(t, buf.data(), static_cast<uint16_t>(buf.size()), page.has_value(),
-                page.value_or(0));
-  if (Status st = RunOn(s, t, lun); !st.ok()) return st;
-  buf.resize(TransferredBytes(t));
-  return buf;
 }
 
 // A path with commands outstanding that has completed nothing for this long gets no new command
@@ -437,13 +420,13 @@ void PathSet::SetWhyNot(Lun* lun, uint32_t path, std::string why) {
 iser::Status PathSet::ProbePath(uint32_t path, Lun* lun, bool identity) {
   Session& s = *paths_[path]->session;
   if (identity) {
-    Result<std::vector<uint8_t>> page = Inquiry(s, lun->lun, 0x83);
+    Result<std::vector<uint8_t>> page = scsi::RunInquiry(s, lun->lun, 0x83);
     if (!page.ok()) return page.status();
     Result<scsi::DeviceIdentifiers> ids = scsi::ParseDeviceIdentifiers(*page);
     if (!ids.ok()) return ids.status();
     if (path == lun->reference) {
       lun->identity = ids->lu_name;
-      Result<std::vector<uint8_t>> standard = Inquiry(s, lun->lun, std::nullopt);
+      Result<std::vector<uint8_t>> standard = scsi::RunInquiry(s, lun->lun, std::nullopt);
       if (!standard.ok()) return standard.status();
       lun->alua = scsi::InquiryTpgs(*standard) != 0;
     } else if (lun->identity.empty()) {
@@ -470,7 +453,7 @@ iser::Status PathSet::ProbePath(uint32_t path, Lun* lun, bool identity) {
     std::vector<uint8_t> buf(4096);
     Task t;
     scsi::ReportTargetPortGroups(t, buf.data(), static_cast<uint32_t>(buf.size()));
-    if (iser::Status st = RunOn(s, t, lun->lun); !st.ok()) return st;
+    if (iser::Status st = scsi::Run(s, t, lun->lun); !st.ok()) return st;
     buf.resize(TransferredBytes(t));
     Result<scsi::TargetPortGroups> groups = scsi::ParseReportTargetPortGroups(buf);
     if (!groups.ok()) return groups.status();

@@ -33,6 +33,10 @@
 // that fails is counted and printed with its error (the first 20), never ignored; a read that
 // fails leaves its blocks unchecked.
 //
+// Two pauses are measured during the writes: the longest single I/O (what a flap cost the
+// unluckiest writer), and the longest time in which no thread's I/O completed at all (what a flap
+// cost the device: with a usable path left, only the I/O held on the lost one waits).
+//
 // Prints one summary line (and with --json a JSON line with the same figures, last) on stdout.
 // Exit status: 0 when every I/O succeeded and every block checked is good, 1 otherwise (or when
 // the target cannot be opened), 2 for bad arguments.
@@ -229,6 +233,8 @@ struct Counts {
   Clock::duration longest{};
   double longest_at = 0;  // seconds since the start
   const char* longest_op = "";
+  Clock::duration longest_pause{};  // no thread's I/O completed, ending at one of this thread's
+  double longest_pause_at = 0;      // when it began, seconds since the start
 
   uint64_t bad() const { return lost + stale + corrupt + bogus; }
   void Add(const Counts& o) {
@@ -239,6 +245,10 @@ struct Counts {
       longest = o.longest;
       longest_at = o.longest_at;
       longest_op = o.longest_op;
+    }
+    if (o.longest_pause > longest_pause) {
+      longest_pause = o.longest_pause;
+      longest_pause_at = o.longest_pause_at;
     }
   }
 };
@@ -264,6 +274,7 @@ class Run {
         const uint64_t b = written[rng() % written.size()];
         const std::string e =
             Timed(c, "read", [&] { return target.Read(buf.get(), kBlock, b * kBlock); });
+        Progressed(c, end);
         ++c.reads;
         if (!e.empty()) {
           Failed(c, "read", b, e);
@@ -277,6 +288,7 @@ class Run {
       MakeBlock(run_, o_.seed, b, ++generation, static_cast<uint32_t>(t), buf.get());
       const std::string e =
           Timed(c, "write", [&] { return target.Write(buf.get(), kBlock, b * kBlock); });
+      Progressed(c, end);
       ++c.writes;
       last = b;
       Entry& entry = ledger_[b];
@@ -343,6 +355,24 @@ class Run {
       c.longest_op = op;
     }
     return e;
+  }
+
+  // An I/O of this thread completed (or failed) before `end`: the time since the last completion
+  // of any thread is a pause of the device. After the end the threads stop one by one, so a late
+  // completion then would measure their stopping, not a pause.
+  void Progressed(Counts& c, Clock::time_point end) {
+    const Clock::time_point now = Clock::now();
+    if (now > end) return;
+    const int64_t at = (now - start_).count();
+    int64_t before = last_completion_.load(std::memory_order_relaxed);
+    while (before < at && !last_completion_.compare_exchange_weak(before, at)) {
+    }
+    if (before >= at) return;  // another thread completed later meanwhile
+    const Clock::duration pause(at - before);
+    if (pause > c.longest_pause) {
+      c.longest_pause = pause;
+      c.longest_pause_at = Seconds(Clock::duration(before));
+    }
   }
 
   // Counts and reports a failed I/O, then pauses a moment: a target that fails everything must
@@ -436,6 +466,7 @@ class Run {
   // after those threads have been joined.
   std::vector<Entry> ledger_;
   const Clock::time_point start_;
+  std::atomic<int64_t> last_completion_{0};  // Clock ticks since start_
   std::atomic<int> printed_errors_{0};
   std::atomic<int> printed_bad_{0};
 };
@@ -632,16 +663,19 @@ int main(int argc, char** argv) {
   Counts sum;
   for (const Counts& c : counts) sum.Add(c);
   const double longest_ms = std::chrono::duration<double, std::milli>(sum.longest).count();
+  const double pause_ms = std::chrono::duration<double, std::milli>(sum.longest_pause).count();
   const std::string unchecked =
       sum.unchecked ? ", " + std::to_string(sum.unchecked) + " unchecked" : "";
   std::printf(
       "ledger-writer: %s: %d threads, %.1f s: %" PRIu64 " writes, %" PRIu64 " reads, %" PRIu64
       " errors; %" PRIu64 " blocks written; %" PRIu64 " checked on the way and %" PRIu64
       " at the end: %" PRIu64 " lost, %" PRIu64 " stale, %" PRIu64 " corrupt, %" PRIu64
-      " bogus%s; longest I/O %.1f ms (%s at %.1f s); seed %" PRIu64 "\n",
+      " bogus%s; longest I/O %.1f ms (%s at %.1f s); longest pause %.1f ms (at %.1f s); seed %" PRIu64
+      "\n",
       o.label.c_str(), o.threads, write_seconds, sum.writes, sum.reads, sum.errors,
       run.written_blocks(), sum.checked_on_the_way, sum.checked, sum.lost, sum.stale, sum.corrupt,
-      sum.bogus, unchecked.c_str(), longest_ms, sum.longest_op, sum.longest_at, o.seed);
+      sum.bogus, unchecked.c_str(), longest_ms, sum.longest_op, sum.longest_at, pause_ms,
+      sum.longest_pause_at, o.seed);
   if (o.json) {
     std::printf(
         "{\"label\": %s, \"target\": %s, \"threads\": %d, \"seconds\": %.3f, "
@@ -651,11 +685,11 @@ int main(int argc, char** argv) {
         ", \"lost\": %" PRIu64 ", \"stale\": %" PRIu64 ", \"corrupt\": %" PRIu64
         ", \"bogus\": %" PRIu64 ", \"bad\": %" PRIu64
         ", \"longest_io_ms\": %.3f, \"longest_io_op\": \"%s\", "
-        "\"longest_io_at_s\": %.3f}\n",
+        "\"longest_io_at_s\": %.3f, \"longest_pause_ms\": %.3f, \"longest_pause_at_s\": %.3f}\n",
         JsonString(o.label).c_str(), JsonString(o.target).c_str(), o.threads, write_seconds, o.size,
         o.seed, sum.writes, sum.reads, sum.errors, run.written_blocks(), sum.checked_on_the_way,
         sum.checked, sum.unchecked, sum.lost, sum.stale, sum.corrupt, sum.bogus, sum.bad(),
-        longest_ms, sum.longest_op, sum.longest_at);
+        longest_ms, sum.longest_op, sum.longest_at, pause_ms, sum.longest_pause_at);
   }
   return sum.errors == 0 && sum.bad() == 0 && sum.unchecked == 0 ? 0 : 1;
 }

@@ -19,11 +19,7 @@ using test::FakeTarget;
 using test::ResponseHeader;
 
 SessionOptions OptionsFor(const FakeTarget& t) {
-  SessionOptions o;
-  o.portal = {"127.0.0.1", t.port()};
-  o.initiator_name = "iqn.2026-11.io.iser-connect.test:initiator";
-  o.login_timeout = std::chrono::seconds(5);
-  return o;
+  return test::LoopbackOptions(t.port(), "");  // a discovery session names no target
 }
 
 // A SendTargets answer for 1000 targets in one Text Response of about 70 KiB: longer than the

@@ -478,11 +478,7 @@ void FakeDisk::SendStatus(FakeTarget& t, uint32_t itt, uint8_t status,
 }
 
 SessionOptions OptionsFor(const FakeDisk& disk) {
-  SessionOptions o;
-  o.portal = {"127.0.0.1", disk.port()};
-  o.target_name = "iqn.2026-11.io.iser-connect.test:fake-disk";
-  o.initiator_name = "iqn.2026-11.io.iser-connect.test:initiator";
-  o.login_timeout = std::chrono::seconds(5);
+  SessionOptions o = LoopbackOptions(disk.port(), "iqn.2026-11.io.iser-connect.test:fake-disk");
   o.nop_interval = std::chrono::milliseconds(0);
   return o;
 }

@@ -38,12 +38,8 @@ FakeLoginBehavior FakeIserTarget::IserLogin() {
 }
 
 SessionOptions FakeIserSessionOptions(uint16_t port) {
-  SessionOptions o;
-  o.portal = {"127.0.0.1", port};
+  SessionOptions o = LoopbackOptions(port, "iqn.2026-11.io.iser-connect.test:fake-iser");
   o.transport = TransportKind::kIser;
-  o.target_name = "iqn.2026-11.io.iser-connect.test:fake-iser";
-  o.initiator_name = "iqn.2026-11.io.iser-connect.test:initiator";
-  o.login_timeout = std::chrono::seconds(5);
   o.logout_timeout = std::chrono::milliseconds(200);
   return o;
 }

@@ -225,4 +225,13 @@ bool FakeTargetBase::AnswerLogin(const FakeLoginBehavior& login) {
   }
 }
 
+SessionOptions LoopbackOptions(uint16_t port, const std::string& target_name) {
+  SessionOptions o;
+  o.portal = {"127.0.0.1", port};
+  o.target_name = target_name;
+  o.initiator_name = "iqn.2026-11.io.iser-connect.test:initiator";
+  o.login_timeout = std::chrono::seconds(5);
+  return o;
+}
+
 }  // namespace iser::test

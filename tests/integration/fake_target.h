@@ -17,6 +17,7 @@
 #include "initiator/base/mutex.h"
 #include "initiator/base/thread_annotations.h"
 #include "initiator/pdu/bhs.h"
+#include "initiator/session/session_options.h"
 #include "tests/harness/target_login_keys.h"
 
 namespace iser::test {
@@ -153,5 +154,9 @@ Bhs ResponseHeader(Opcode op, uint32_t itt, uint32_t statsn, uint32_t exp_cmdsn,
 // response (0: function complete).
 bool ReadUntil(FakeTargetBase& t, Opcode op, FakePdu* pdu);
 void AnswerTaskManagement(FakeTargetBase& t, const FakePdu& tmf, uint8_t response);
+
+// Options for a session to a fake target of this process at 127.0.0.1:port under the names the
+// fakes answer to, with a 5 s login bound: each test adds what it is about (recovery, timeouts).
+SessionOptions LoopbackOptions(uint16_t port, const std::string& target_name);
 
 }  // namespace iser::test

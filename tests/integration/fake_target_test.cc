@@ -25,11 +25,7 @@ using test::ReadUntil;
 using test::ResponseHeader;
 
 SessionOptions OptionsFor(const FakeTarget& t) {
-  SessionOptions o;
-  o.portal = {"127.0.0.1", t.port()};
-  o.target_name = "iqn.2026-11.io.iser-connect.test:fake";
-  o.initiator_name = "iqn.2026-11.io.iser-connect.test:initiator";
-  o.login_timeout = std::chrono::seconds(5);
+  SessionOptions o = test::LoopbackOptions(t.port(), "iqn.2026-11.io.iser-connect.test:fake");
   o.logout_timeout = std::chrono::milliseconds(200);  // the fake target does not answer Logout
   // These tests are about how one connection fails; a scripted target serves one connection, so
   // recovery (tests/unit/session_recovery_test.cc, tests/recovery/) is off.

@@ -61,10 +61,7 @@ FakeLoginBehavior LoginWithTime2Wait(uint32_t seconds) {
 }
 
 SessionOptions OptionsFor(uint16_t port, uint32_t time2wait) {
-  SessionOptions o;
-  o.portal = {"127.0.0.1", port};
-  o.target_name = "iqn.2026-11.io.iser-connect.test:fake";
-  o.initiator_name = "iqn.2026-11.io.iser-connect.test:initiator";
+  SessionOptions o = test::LoopbackOptions(port, "iqn.2026-11.io.iser-connect.test:fake");
   o.login_timeout = 2s;
   o.logout_timeout = 200ms;
   o.nop_interval = 0ms;  // the fakes do not answer NOP-Outs

@@ -78,11 +78,7 @@ TEST_P(TcpTaskEnding, HundredHeldReadsGetHundredDistinctAbortsThenTheLunReset) {
     // The session fails its READs when the connection ends (recovery is off).
     t.Close();
   });
-  SessionOptions o;
-  o.portal = {"127.0.0.1", target.port()};
-  o.target_name = "iqn.2026-11.io.iser-connect.test:fake";
-  o.initiator_name = "iqn.2026-11.io.iser-connect.test:initiator";
-  o.login_timeout = std::chrono::seconds(5);
+  SessionOptions o = test::LoopbackOptions(target.port(), "iqn.2026-11.io.iser-connect.test:fake");
   o.logout_timeout = std::chrono::milliseconds(200);
   o.recover = false;
   o.nop_interval = std::chrono::milliseconds(0);

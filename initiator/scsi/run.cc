@@ -1,0 +1,25 @@
+#include "initiator/scsi/run.h"
+
+#include <string>
+
+#include "initiator/scsi/commands.h"
+
+namespace iser::scsi {
+
+Status Run(Executor& executor, Task& t, uint64_t lun) {
+  t.lun = lun;
+  executor.Execute(&t);
+  return TaskStatus(t, std::string(CommandName(t)) + " on LUN " + std::to_string(lun));
+}
+
+Result<std::vector<uint8_t>> RunInquiry(Executor& executor, uint64_t lun,
+                                        std::optional<uint8_t> page) {
+  std::vector<uint8_t> buf(1024);
+  Task t;
+  Inquiry(t, buf.data(), static_cast<uint16_t>(buf.size()), page.has_value(), page.value_or(0));
+  if (Status st = Run(executor, t, lun); !st.ok()) return st;
+  buf.resize(TransferredBytes(t));
+  return buf;
+}
+
+}  // namespace iser::scsi
