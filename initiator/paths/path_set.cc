@@ -36,6 +36,22 @@ int64_t Ticks() {
   return std::chrono::steady_clock::now().time_since_epoch().count();
 }
 
+// The set's own commands about one path (its LUN's identity and port group state through it):
+// they go by that path's session only and fail when its connection is lost, rather than wait for
+// its recovery, which would hold the checker, AddLun and every path's refresh behind it.
+class ThroughPath : public Executor {
+ public:
+  explicit ThroughPath(Session& session) : session_(session) {}
+  void Execute(Task* task) override {
+    task->ends_with_connection = true;
+    session_.Execute(task);
+  }
+  uint32_t max_transfer_bytes() const override { return session_.max_transfer_bytes(); }
+
+ private:
+  Session& session_;
+};
+
 // A path with commands outstanding that has completed nothing for this long gets no new command
 // while another path is not in that state: a stalled path stops taking I/O long before its
 // NOP-Out times out and it is declared lost.
@@ -127,8 +143,8 @@ PathSet::~PathSet() {
 }
 
 iser::Status PathSet::Close() {
-  if (closed_) return Status::OK();
-  closed_ = true;
+  // Close may run on a control thread and again in the destructor.
+  if (closed_.exchange(true)) return Status::OK();
   closing_ = true;
   {
     MutexLock lock(&checker_mu_);
@@ -418,7 +434,8 @@ void PathSet::SetWhyNot(Lun* lun, uint32_t path, std::string why) {
 }
 
 iser::Status PathSet::ProbePath(uint32_t path, Lun* lun, bool identity) {
-  Session& s = *paths_[path]->session;
+  Session& session = *paths_[path]->session;
+  ThroughPath s(session);
   if (identity) {
     Result<std::vector<uint8_t>> page = scsi::RunInquiry(s, lun->lun, 0x83);
     if (!page.ok()) return page.status();
@@ -439,7 +456,7 @@ iser::Status PathSet::ProbePath(uint32_t path, Lun* lun, bool identity) {
                     ", not " + lun->identity + ")");
       return Status::OK();
     }
-    if (s.max_transfer_bytes() < paths_[lun->reference]->session->max_transfer_bytes()) {
+    if (session.max_transfer_bytes() < paths_[lun->reference]->session->max_transfer_bytes()) {
       SetWhyNot(lun, path,
                 "its connection carries less per command than path " +
                     std::to_string(lun->reference + 1) + "'s");
@@ -487,14 +504,18 @@ iser::Status PathSet::AddLun(uint64_t lun) {
   for (auto& state : l->state) state.store(static_cast<uint8_t>(AluaState::kActiveOptimized));
   const uint32_t n = count();
   if (multipath_) {
-    // The reference: the first path logged in (the first of all may be the one that is down).
-    for (uint32_t i = 0; i < n; ++i) {
-      if (paths_[i]->session->healthy()) {
-        l->reference = i;
-        break;
-      }
+    // The reference: the first path logged in that answers (the first of all may be the one that
+    // is down, and one may go down during its probe).
+    iser::Status probed =
+        Status::ConnectionFailed("no path to " + primary_target_ + " is logged in");
+    for (uint32_t i = 0; i < n && probed.code() == StatusCode::kConnectionFailed; ++i) {
+      if (!paths_[i]->session->healthy()) continue;
+      l->reference = i;
+      probed = ProbePath(i, l.get(), true);
     }
-    ISER_RETURN_IF_ERROR(ProbePath(l->reference, l.get(), true));
+    if (!probed.ok()) {
+      return probed.WithContext("LUN " + std::to_string(lun) + " of " + primary_target_);
+    }
     for (uint32_t i = 0; i < n; ++i) {
       if (i == l->reference) continue;
       // A path that is down would hold the probe until it is back, or replacement_timeout: the
@@ -560,6 +581,8 @@ void PathSet::ReadIdentityAgain(Lun* lun, uint32_t path) {
   Log(LogLevel::kWarning, "path " + std::to_string(path + 1) + " to " + primary_target_ +
                               " serves LUN " + std::to_string(lun->lun) +
                               " now: its identity could be read");
+  // What lost paths hold for this LUN may go by this one now.
+  OfferToRecovering(nullptr);
 }
 
 void PathSet::RefreshAlua() {

@@ -236,7 +236,7 @@ class PathSet final : public Executor {
   std::atomic<uint64_t> alua_changes_seen_{0};
   bool owns_sessions_ = false;  // Open's sessions, not Of's
   bool multipath_ = false;      // Open asked for more than one path
-  bool closed_ = false;
+  std::atomic<bool> closed_{false};
   std::atomic<bool> closing_{false};
 };
 

@@ -166,11 +166,19 @@ uint64_t Session::CollectForReplay(const std::string& cause, bool progress) {
   pending_head_ = pending_tail_ = nullptr;
   for (Task* t : order) Enqueue(t);
 
+  // A failed task the target may still run waits, with a handoff, for the lost session's end.
+  auto fail = [this](Task* t) {
+    if (options_.handoff && !ChangesNothing(*t)) {
+      unfenced_failures_.push_back(t);
+    } else {
+      t->on_complete(t);
+    }
+  };
   for (Task* t : refused) {
     t->status = Status::IoError(std::string(NotReplayable(*t)) +
                                 " was in flight when the session to " + Describe() + " was lost (" +
                                 cause + "): it is not safe to repeat, so it was not sent again");
-    t->on_complete(t);
+    fail(t);
   }
   for (const ReplayLife& life : expired) {
     Task* t = life.task;
@@ -184,7 +192,7 @@ uint64_t Session::CollectForReplay(const std::string& cause, bool progress) {
     t->status = Status::IoError("no answer to CDB opcode " + HexByte(t->cdb[0]) + " on LUN " +
                                 std::to_string(t->lun) + " from " + Describe() + " " + why +
                                 "; the last connection was lost: " + cause);
-    t->on_complete(t);
+    fail(t);
   }
   return replayed;
 }
@@ -233,8 +241,55 @@ bool Session::Fence() {
 }
 
 bool Session::HoldsSentWrites() const {
-  return std::any_of(replay_lives_.begin(), replay_lives_.end(),
+  return !unfenced_failures_.empty() ||
+         std::any_of(replay_lives_.begin(), replay_lives_.end(),
                      [](const ReplayLife& life) { return !ChangesNothing(*life.task); });
+}
+
+void Session::EndUnfenced() {
+  std::vector<Task*> ended;
+  ended.swap(unfenced_failures_);
+  for (Task* t : ended) t->on_complete(t);
+}
+
+void Session::FailConnectionBound(const std::string& cause) {
+  // Only a path set's probes end with their connection, and only a path of a set has a handoff.
+  if (!options_.handoff) return;
+  Task* submitted;
+  {
+    MutexLock lock(&submit_mu_);
+    submitted = submit_head_;
+    submit_head_ = submit_tail_ = nullptr;
+  }
+  Task* waiting = pending_head_;
+  pending_head_ = pending_tail_ = nullptr;
+  std::vector<Task*> ended;
+  for (Task* t : {waiting, submitted}) {
+    while (t) {
+      Task* next = t->next;
+      if (!t->ends_with_connection) {
+        Enqueue(t);
+      } else {
+        const auto life = std::find_if(replay_lives_.begin(), replay_lives_.end(),
+                                       [t](const ReplayLife& l) { return l.task == t; });
+        if (life != replay_lives_.end()) replay_lives_.erase(life);
+        ended.push_back(t);
+      }
+      t = next;
+    }
+  }
+  for (Task* t : ended) {
+    t->status = Status::ConnectionFailed("the connection of the session to " + Describe() +
+                                         " it went by was lost: " + cause);
+    t->on_complete(t);
+  }
+}
+
+void Session::FailPending(const Status& why) {
+  Task* t = pending_head_;
+  pending_head_ = pending_tail_ = nullptr;
+  replay_lives_.clear();
+  FailQueue(t, why);
 }
 
 uint64_t Session::OfferMovable() {
@@ -288,7 +343,7 @@ Status Session::RecoveryFailure() const {
   return recovery_failure_;
 }
 
-void Session::GiveUp() {
+void Session::GiveUp(bool fence_to_come) {
   const bool first = !gave_up_;
   gave_up_ = true;
   const Clock::duration elapsed = Clock::now() - episode_start_;
@@ -320,10 +375,40 @@ void Session::GiveUp() {
   Log(first ? LogLevel::kWarning : LogLevel::kDebug,
       "gave up waiting for the session to " + Describe() + " after " + SecondsText(elapsed) +
           ": I/O now fails; still trying");
-  Task* lists[2] = {pending_head_, submitted};
+  FailQueue(submitted, why);
+  if (!fence_to_come) {
+    FailPending(why);
+    // No fence will come: as on a lone session (docs/multipath.md, "What remains unsafe").
+    EndUnfenced();
+    return;
+  }
+  Task* t = pending_head_;
   pending_head_ = pending_tail_ = nullptr;
-  replay_lives_.clear();
-  for (Task* t : lists) FailQueue(t, why);
+  std::vector<ReplayLife> kept;
+  while (t) {
+    Task* next = t->next;
+    const auto life = std::find_if(replay_lives_.begin(), replay_lives_.end(),
+                                   [t](const ReplayLife& l) { return l.task == t; });
+    if (life != replay_lives_.end() && !ChangesNothing(*t)) {
+      kept.push_back(*life);
+      Enqueue(t);
+    } else {
+      t->status = why;
+      t->on_complete(t);
+    }
+    t = next;
+  }
+  replay_lives_ = std::move(kept);
+}
+
+Status Session::RefusalAfterGiveUp() const {
+  MutexLock lock(&submit_mu_);
+  return refusal_;
+}
+
+bool Session::FenceToCome() const {
+  return options_.handoff && !fenced_ && HoldsSentWrites() &&
+         !options_.handoff->ReachablePortals().empty();
 }
 
 void Session::Recover() {
@@ -364,20 +449,22 @@ void Session::Recover() {
                               "; recovering (loss " + std::to_string(losses_) + " in a row)");
   fenced_ = false;
   uint64_t replayed = CollectForReplay(cause.message(), progress);
+  FailConnectionBound(cause.message());
   // Before any GiveUp: what another path takes does not fail here.
   replayed -= std::min(replayed, OfferMovable());
   if (gave_up_ || options_.replacement_timeout.count() == 0) {
-    GiveUp();
+    GiveUp(FenceToCome());
     replayed = 0;
   }
 
   std::vector<Portal> candidates{options_.portal};
-  candidates.push_back(portal_);
   // A path of several (a handoff) is its portal's: recovering through another portal would
   // leave it there, sharing that portal's fate with the path already on it, and leave its own
   // portal unused once back. Its writes need no other portal (the fence uses the other paths').
-  // Unless it alone serves a LUN (task_handoff.h).
+  // Unless it alone serves a LUN (task_handoff.h). Where it is now counts only then: a path
+  // that recovered elsewhere while it alone served a LUN goes home once it no longer does.
   if (!options_.handoff || options_.handoff->MayRecoverElsewhere()) {
+    candidates.push_back(portal_);
     candidates.insert(candidates.end(), options_.alternate_portals.begin(),
                       options_.alternate_portals.end());
     MutexLock lock(&submit_mu_);
@@ -413,17 +500,34 @@ void Session::Recover() {
     }
     // Writes the target may still run wait for a login with our ISID; through a portal another
     // path reaches, it need not wait for this path's own portal to come back.
-    if (options_.handoff && !fenced_ && HoldsSentWrites() && Fence()) {
-      fenced_ = true;
-      replayed -= std::min(replayed, OfferMovable());
+    if (options_.handoff && !fenced_ && HoldsSentWrites()) {
+      if (Fence()) {
+        fenced_ = true;
+        EndUnfenced();
+        replayed -= std::min(replayed, OfferMovable());
+        // After a give-up, what no path took fails as the rest did.
+        if (gave_up_) FailPending(RefusalAfterGiveUp());
+      } else if (gave_up_) {
+        // The fence the give-up kept them for did not come.
+        FailPending(RefusalAfterGiveUp());
+        EndUnfenced();
+      }
     }
     if (!gave_up_ && Clock::now() >= give_up_at) {
       replayed -= std::min(replayed, OfferMovable());
-      GiveUp();
+      GiveUp(FenceToCome());
       replayed = 0;
       continue;
     }
     for (const Portal& p : portals) {
+      // A path that came back during the last attempt takes what may go by it before the next
+      // (an attempt may last a login timeout at a portal that accepts and never answers).
+      bool offer_now;
+      {
+        MutexLock lock(&submit_mu_);
+        offer_now = offer_requested_;
+      }
+      if (offer_now) replayed -= std::min(replayed, OfferMovable());
       ++attempts_;
       const Status st = Reconnect(p, replayed, lost_at);
       if (st.ok()) {
@@ -479,6 +583,9 @@ Status Session::Reconnect(const Portal& portal, uint64_t replayed, Clock::time_p
                                  "holds writes that only its own group can end");
     }
   }
+  // The login with our ISID in the lost session's portal group reinstated it: the target has
+  // ended its tasks, so those that failed may be reported.
+  EndUnfenced();
   ISER_RETURN_IF_ERROR(dm->EnterFullFeature(ConnectionParamsOf(outcome.params)));
 
   params_ = outcome.params;

@@ -151,7 +151,7 @@ void Session::Submit(Task* task) {
   task->losses_in_flight = 0;
   bool on_io_thread = false;
   bool refused = false;
-  if (options_.handoff) {
+  if (options_.handoff && !task->ends_with_connection) {
     bool recovering;
     {
       MutexLock lock(&submit_mu_);
@@ -164,6 +164,10 @@ void Session::Submit(Task* task) {
     MutexLock lock(&submit_mu_);
     if (!accepting_) {
       task->status = refusal_;
+      refused = true;
+    } else if (task->ends_with_connection && stats_.state != SessionStats::State::kLoggedIn) {
+      task->status = Status::ConnectionFailed("the session to " + options_.target_name + " at " +
+                                              options_.portal.ToString() + " has no connection");
       refused = true;
     } else if (dm_ && dm_->OnIoThread()) {
       // The I/O thread's datamover is not replaced while that thread runs.
@@ -914,6 +918,7 @@ Status Session::Close() {
   if (closed_) return Status::OK();
   closed_ = true;
   StopRecovery();
+  EndUnfenced();
   if (!dm_) return Status::OK();
   const Status closed = Status::Aborted("the session to " + Describe() + " was closed");
   StopAccepting(closed);

@@ -222,14 +222,31 @@ class Session final : public Executor, private DatamoverEvents {
   // sent (and would have been replayed).
   uint64_t OfferMovable();
   // Whether any task waiting for the next connection was sent on the lost one and is not safe to
-  // run elsewhere (its replay waits for a reinstating login).
+  // run elsewhere (its replay waits for a reinstating login), or failed and waits for that login
+  // to be reported (unfenced_failures_).
   bool HoldsSentWrites() const;
+  // Completes the tasks of unfenced_failures_ with the status each holds: the lost session has
+  // ended, or never will (Close, or a give-up with no fence possible).
+  void EndUnfenced();
+  // Fails the tasks that end with their connection (Task::ends_with_connection) among those
+  // waiting for the next one, and in the submit queue.
+  void FailConnectionBound(const std::string& cause);
+  // Fails every task waiting for the next connection (after a give-up).
+  void FailPending(const Status& why);
+  // Whether a give-up now keeps the sent writes for a fence: it is needed, and another path is
+  // logged in through a portal it could go by.
+  bool FenceToCome() const;
+  // What submissions are refused with after a give-up.
+  Status RefusalAfterGiveUp() const;
   // With a handoff: logs in with this session's ISID through a portal another path reaches (of
   // the same portal group), which makes the target end the lost session and its tasks, and drops
   // that connection at once. True when a login did: the lost session's writes may then go by any
   // path (fenced_).
   bool Fence();
-  void GiveUp();
+  // I/O fails from now on. With `fence_to_come`, the sent writes stay, for the fence that
+  // Recover tries next: they may still run on the target, and failing them now would let the
+  // caller's next write of their blocks go by another path ahead of them.
+  void GiveUp(bool fence_to_come);
   // Ends the recovery thread (Close); tasks it held are left for Close to fail.
   void StopRecovery();
 
@@ -349,6 +366,12 @@ class Session final : public Executor, private DatamoverEvents {
   // Recovery thread state. The lost session has been ended at the target by Fence since the
   // last loss: every task is safe to hand over.
   bool fenced_ = false;
+  // With a handoff: tasks that change the medium, were sent on the lost connection and failed
+  // there (not safe to repeat, or past their command_timeout or replays), status set. They are
+  // completed only once the lost session has ended (fence, reinstating login), as a write the
+  // target may still run must not complete before it can no longer land: the caller's next
+  // write of its blocks would go by another path at once.
+  std::vector<Task*> unfenced_failures_;
   // An episode is the losses, one after the other, of connections that
   // completed nothing (an idle connection that lived long ends one): they share a
   // replacement_timeout and a growing back-off.

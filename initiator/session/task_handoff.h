@@ -11,9 +11,10 @@
 // drops that connection at once, or, when none does, replays the write itself after its own
 // reinstating login (docs/multipath.md, "Write safety").
 //
-// Calls come from the session's recovery thread or from a thread inside Session::Submit, never
-// with a session lock held and never from an I/O thread; the handoff must not block on the
-// offering session.
+// Calls come from the session's recovery thread or from a thread inside Session::Submit, and
+// ConnectionChanged for a loss from the session's I/O thread as the connection fails; never with
+// a session lock held. The handoff must not block on the offering session, nor submit to it from
+// ConnectionChanged.
 #pragma once
 
 #include <vector>

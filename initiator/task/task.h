@@ -44,6 +44,11 @@ struct Task {
   // did not place read as zeroes and never as what the buffer held (iSER's directly registered
   // reads), may skip that pass. Off unless the submitter owns the buffer that way.
   bool keeps_unplaced_bytes = false;
+  // A command about the connection it goes by (a path set's probe of one path: the LUN's
+  // identity or port group state as seen through it): when that connection is lost it fails
+  // with the loss, and a session without a connection refuses it, instead of holding it for the
+  // next connection, which may be minutes away while other paths work.
+  bool ends_with_connection = false;
 
   // Result, valid in on_complete.
   Status status;  // transport or session failure; OK when a SCSI status arrived

@@ -666,16 +666,16 @@ int main(int argc, char** argv) {
   const double pause_ms = std::chrono::duration<double, std::milli>(sum.longest_pause).count();
   const std::string unchecked =
       sum.unchecked ? ", " + std::to_string(sum.unchecked) + " unchecked" : "";
-  std::printf(
-      "ledger-writer: %s: %d threads, %.1f s: %" PRIu64 " writes, %" PRIu64 " reads, %" PRIu64
-      " errors; %" PRIu64 " blocks written; %" PRIu64 " checked on the way and %" PRIu64
-      " at the end: %" PRIu64 " lost, %" PRIu64 " stale, %" PRIu64 " corrupt, %" PRIu64
-      " bogus%s; longest I/O %.1f ms (%s at %.1f s); longest pause %.1f ms (at %.1f s); seed %" PRIu64
-      "\n",
-      o.label.c_str(), o.threads, write_seconds, sum.writes, sum.reads, sum.errors,
-      run.written_blocks(), sum.checked_on_the_way, sum.checked, sum.lost, sum.stale, sum.corrupt,
-      sum.bogus, unchecked.c_str(), longest_ms, sum.longest_op, sum.longest_at, pause_ms,
-      sum.longest_pause_at, o.seed);
+  std::printf("ledger-writer: %s: %d threads, %.1f s: %" PRIu64 " writes, %" PRIu64
+              " reads, %" PRIu64 " errors; %" PRIu64 " blocks written; %" PRIu64
+              " checked on the way and %" PRIu64 " at the end: %" PRIu64 " lost, %" PRIu64
+              " stale, %" PRIu64 " corrupt, %" PRIu64
+              " bogus%s; longest I/O %.1f ms (%s at %.1f s); longest pause %.1f ms (at %.1f s); "
+              "seed %" PRIu64 "\n",
+              o.label.c_str(), o.threads, write_seconds, sum.writes, sum.reads, sum.errors,
+              run.written_blocks(), sum.checked_on_the_way, sum.checked, sum.lost, sum.stale,
+              sum.corrupt, sum.bogus, unchecked.c_str(), longest_ms, sum.longest_op, sum.longest_at,
+              pause_ms, sum.longest_pause_at, o.seed);
   if (o.json) {
     std::printf(
         "{\"label\": %s, \"target\": %s, \"threads\": %d, \"seconds\": %.3f, "

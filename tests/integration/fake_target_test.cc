@@ -618,7 +618,8 @@ TEST(FakeTarget, NoLunResetFollowsTheLogoutRequest) {
   EXPECT_EQ(buf, std::vector<uint8_t>(4096, 0x42));
   (*s)->Close().IgnoreError();
   // Close may return before the script's look ends (the epoll datamover waits out the logout).
-  ASSERT_TRUE(looked.try_acquire_for(std::chrono::seconds(10))) << "the script never saw the Logout";
+  ASSERT_TRUE(looked.try_acquire_for(std::chrono::seconds(10)))
+      << "the script never saw the Logout";
   EXPECT_EQ(after_logout.load(), 0)
       << "the initiator sent a PDU with opcode " << after_logout.load()
       << " after its Logout Request (0x02: a Task Management Function Request)";

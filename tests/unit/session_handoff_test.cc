@@ -180,6 +180,86 @@ TEST_F(SessionHandoffTest, WithoutAReachablePortalASentWriteIsReplayedHere) {
   EXPECT_EQ(write.completions, 1);
 }
 
+// A sent write that fails at the loss (here a COMPARE AND WRITE, never repeated; so do commands
+// past command_timeout or their replays) may still run on the target: with a handoff its failure
+// is reported only once the lost session has ended, or the caller's next write of those blocks
+// could go by another path and be overwritten by it. Here by the reinstating login at its own
+// portal.
+TEST_F(SessionHandoffTest, AFailedSentWriteIsReportedOnlyOnceTheLostSessionHasEnded) {
+  Open(HandoffOptions());
+  TestTask& caw = NewWrite(4096);
+  caw.task.cdb[0] = 0x89;  // COMPARE AND WRITE
+  session_->Submit(&caw.task);
+  ASSERT_EQ(TakeCommands().size(), 1u);
+  LoseConnection();
+  ASSERT_TRUE(Eventually([&] { return handoff_.changes >= 1; }));
+  std::this_thread::sleep_for(milliseconds(100));
+  EXPECT_EQ(caw.completions, 0) << "failed while the target may still run it";
+  reconnect_ = true;
+  ASSERT_TRUE(Eventually([&] { return caw.completions.load() == 1; }))
+      << "not reported after the reinstating login";
+  EXPECT_FALSE(caw.task.status.ok());
+  EXPECT_NE(caw.task.status.message().find("not safe to repeat"), std::string::npos)
+      << caw.task.status.ToString();
+  EXPECT_FALSE(handoff_.Took(&caw.task));
+  EXPECT_TRUE(TakeCommands().empty()) << "a COMPARE AND WRITE is never sent twice";
+}
+
+// replacement_timeout=0 gives up at the loss, but a sent write waits for the fence another path
+// makes possible (then moves) instead of failing while the target may still run it.
+TEST_F(SessionHandoffTest, GivingUpAtOnceStillHoldsASentWriteForTheFence) {
+  SessionOptions o = HandoffOptions();
+  o.replacement_timeout = milliseconds(0);
+  handoff_.reachable = {{"192.0.2.9", 3260}};
+  fake_.options().connect_result = [](int n) {
+    return n <= 2 ? Status::OK() : Status::ConnectionFailed("refused (test)");
+  };
+  Open(o);
+  TestTask& read = NewRead(4096);
+  TestTask& write = NewWrite(4096);
+  session_->Submit(&read.task);
+  session_->Submit(&write.task);
+  ASSERT_EQ(TakeCommands().size(), 2u);
+  LoseConnection();
+  ASSERT_TRUE(Eventually([&] { return write.completions.load() == 1; }));
+  EXPECT_TRUE(handoff_.Took(&write.task)) << write.task.status.ToString();
+  EXPECT_TRUE(write.task.status.ok()) << write.task.status.ToString();
+  ASSERT_GE(fake_.logins().size(), 2u) << "no fence login";
+  EXPECT_EQ(read.completions, 1);
+}
+
+// A command that ends with its connection (a path set's probe of this path) fails with the loss
+// instead of waiting for the session's recovery, and is refused while the session recovers.
+TEST_F(SessionHandoffTest, ACommandBoundToItsConnectionFailsWithTheLoss) {
+  Open(HandoffOptions());
+  handoff_.take = false;
+  TestTask& probe = NewRead(4096);
+  probe.task.ends_with_connection = true;
+  TestTask& read = NewRead(4096);
+  session_->Submit(&probe.task);
+  session_->Submit(&read.task);
+  ASSERT_EQ(TakeCommands().size(), 2u);
+  LoseConnection();
+  ASSERT_TRUE(Eventually([&] { return probe.completions.load() == 1; }))
+      << "the probe waits for the recovery";
+  EXPECT_EQ(probe.task.status.code(), StatusCode::kConnectionFailed)
+      << probe.task.status.ToString();
+  EXPECT_EQ(read.completions, 0) << "an ordinary read waits for a path";
+
+  TestTask& later = NewRead(4096);
+  later.task.ends_with_connection = true;
+  ASSERT_TRUE(Eventually([&] { return !session_->healthy(); }));
+  session_->Submit(&later.task);
+  EXPECT_EQ(later.completions, 1) << "taken while the session has no connection";
+  EXPECT_EQ(later.task.status.code(), StatusCode::kConnectionFailed);
+
+  reconnect_ = true;
+  ASSERT_TRUE(Eventually([&] { return session_->stats().recoveries >= 1; }));
+  const std::vector<SentPdu> again = TakeCommands();
+  ASSERT_EQ(again.size(), 1u) << "only the ordinary read is sent again";
+  EXPECT_EQ(again[0].task, &read.task);
+}
+
 // Without a handoff nothing changes: the read waits for the session's own recovery, and so does
 // a task submitted while the session recovers (the recovery thread must not take it from the
 // submit queue).
