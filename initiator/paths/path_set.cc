@@ -253,9 +253,10 @@ uint32_t PathSet::Choose(uint64_t lun, uint32_t avoid) {
 
 uint32_t PathSet::Fallback(uint64_t lun) const {
   const Lun* l = FindLun(lun);
-  // Where the task has the best chance: a path that is recovering (the one lost last; it holds
-  // the task until it is back or replacement_timeout passes, and hands it over as soon as
-  // another path can take it), else one that is logged in (a standby port group answers for
+  // Where the task has the best chance: a path that is recovering (the one whose recovery began
+  // last, so gives up last: it holds the task until it is back or replacement_timeout passes,
+  // and hands it over as soon as another path can take it; a path lost again and again since
+  // counts from its first loss), else one that is logged in (a standby port group answers for
   // itself), else one that gave up (the task fails there, saying why).
   uint32_t best = 0;
   int best_class = 3;
@@ -263,8 +264,10 @@ uint32_t PathSet::Fallback(uint64_t lun) const {
   for (uint32_t i = 0; i < count(); ++i) {
     if (l && !l->serves[i].load(std::memory_order_acquire)) continue;
     Session& s = *paths_[i]->session;
-    const int cls = s.healthy() ? 1 : s.stats().state == SessionStats::State::kRecovering ? 0 : 2;
-    const int64_t at = paths_[i]->lost_at.load(std::memory_order_relaxed);
+    const SessionStats stats = s.stats();
+    const int cls = s.healthy() ? 1 : stats.state == SessionStats::State::kRecovering ? 0 : 2;
+    const int64_t at = cls == 0 ? stats.recovering_since.time_since_epoch().count()
+                                : paths_[i]->lost_at.load(std::memory_order_relaxed);
     if (cls < best_class || (cls == best_class && at > latest)) {
       best = i;
       best_class = cls;
@@ -508,10 +511,15 @@ iser::Status PathSet::AddLun(uint64_t lun) {
     // is down, and one may go down during its probe).
     iser::Status probed =
         Status::ConnectionFailed("no path to " + primary_target_ + " is logged in");
-    for (uint32_t i = 0; i < n && probed.code() == StatusCode::kConnectionFailed; ++i) {
+    for (uint32_t i = 0; i < n; ++i) {
       if (!paths_[i]->session->healthy()) continue;
       l->reference = i;
       probed = ProbePath(i, l.get(), true);
+      // A failure of the path (lost, or given up at once) rather than of the LUN: the next.
+      if (probed.ok() ||
+          (probed.code() != StatusCode::kConnectionFailed && paths_[i]->session->healthy())) {
+        break;
+      }
     }
     if (!probed.ok()) {
       return probed.WithContext("LUN " + std::to_string(lun) + " of " + primary_target_);

@@ -32,6 +32,10 @@ constexpr uint8_t kMaxLossesInFlight = 8;
 
 // A fence login goes to a portal another path is logged in through now (Session::Fence).
 constexpr std::chrono::milliseconds kFenceLoginTimeout{2000};
+// After a give-up, sent writes wait this long for a fence before they fail: a path of their
+// portal group that logs in meanwhile (one lost in the same blip, say) ends the lost session
+// and takes them, instead of their failing while the target may still run them.
+constexpr std::chrono::seconds kFenceAfterGiveUp{10};
 
 constexpr uint8_t kCompareAndWrite = 0x89;
 constexpr uint8_t kPersistentReserveOut = 0x5f;
@@ -252,9 +256,10 @@ void Session::EndUnfenced() {
   for (Task* t : ended) t->on_complete(t);
 }
 
-void Session::FailConnectionBound(const std::string& cause) {
+uint64_t Session::FailConnectionBound(const std::string& cause) {
   // Only a path set's probes end with their connection, and only a path of a set has a handoff.
-  if (!options_.handoff) return;
+  if (!options_.handoff) return 0;
+  uint64_t sent = 0;
   Task* submitted;
   {
     MutexLock lock(&submit_mu_);
@@ -272,7 +277,10 @@ void Session::FailConnectionBound(const std::string& cause) {
       } else {
         const auto life = std::find_if(replay_lives_.begin(), replay_lives_.end(),
                                        [t](const ReplayLife& l) { return l.task == t; });
-        if (life != replay_lives_.end()) replay_lives_.erase(life);
+        if (life != replay_lives_.end()) {
+          replay_lives_.erase(life);
+          ++sent;
+        }
         ended.push_back(t);
       }
       t = next;
@@ -281,8 +289,14 @@ void Session::FailConnectionBound(const std::string& cause) {
   for (Task* t : ended) {
     t->status = Status::ConnectionFailed("the connection of the session to " + Describe() +
                                          " it went by was lost: " + cause);
-    t->on_complete(t);
+    // Probes read; one that could change the medium still waits for the lost session's end.
+    if (ChangesNothing(*t)) {
+      t->on_complete(t);
+    } else {
+      unfenced_failures_.push_back(t);
+    }
   }
+  return sent;
 }
 
 void Session::FailPending(const Status& why) {
@@ -343,7 +357,7 @@ Status Session::RecoveryFailure() const {
   return recovery_failure_;
 }
 
-void Session::GiveUp(bool fence_to_come) {
+void Session::GiveUp() {
   const bool first = !gave_up_;
   gave_up_ = true;
   const Clock::duration elapsed = Clock::now() - episode_start_;
@@ -376,6 +390,10 @@ void Session::GiveUp(bool fence_to_come) {
       "gave up waiting for the session to " + Describe() + " after " + SecondsText(elapsed) +
           ": I/O now fails; still trying");
   FailQueue(submitted, why);
+  // A fence may still come: another path of the group logs in (or is logged in) within
+  // kFenceAfterGiveUp. Recover tries it every round until then.
+  const bool fence_to_come = options_.handoff && !fenced_ && HoldsSentWrites();
+  if (fence_to_come) fence_until_ = Clock::now() + kFenceAfterGiveUp;
   if (!fence_to_come) {
     FailPending(why);
     // No fence will come: as on a lone session (docs/multipath.md, "What remains unsafe").
@@ -404,11 +422,6 @@ void Session::GiveUp(bool fence_to_come) {
 Status Session::RefusalAfterGiveUp() const {
   MutexLock lock(&submit_mu_);
   return refusal_;
-}
-
-bool Session::FenceToCome() const {
-  return options_.handoff && !fenced_ && HoldsSentWrites() &&
-         !options_.handoff->ReachablePortals().empty();
 }
 
 void Session::Recover() {
@@ -443,28 +456,31 @@ void Session::Recover() {
     backoff_ = std::clamp<std::chrono::milliseconds>(backoff_ * 2, kFirstBackoff, kMaxBackoff);
   }
   ++losses_;
+  {
+    MutexLock lock(&submit_mu_);
+    stats_.recovering_since = episode_start_;
+  }
   // Every loss and every attempt at warning level: a one-shot command or a mount that stalls
   // must say why on stderr, not only after replacement_timeout.
   Log(LogLevel::kWarning, "session to " + Describe() + " lost: " + cause.message() +
                               "; recovering (loss " + std::to_string(losses_) + " in a row)");
   fenced_ = false;
   uint64_t replayed = CollectForReplay(cause.message(), progress);
-  FailConnectionBound(cause.message());
+  replayed -= std::min(replayed, FailConnectionBound(cause.message()));
   // Before any GiveUp: what another path takes does not fail here.
   replayed -= std::min(replayed, OfferMovable());
   if (gave_up_ || options_.replacement_timeout.count() == 0) {
-    GiveUp(FenceToCome());
+    GiveUp();
     replayed = 0;
   }
 
-  std::vector<Portal> candidates{options_.portal};
+  // Its portal, as named and where Open's login ended (after redirects).
+  std::vector<Portal> candidates{options_.portal, portal_};
   // A path of several (a handoff) is its portal's: recovering through another portal would
   // leave it there, sharing that portal's fate with the path already on it, and leave its own
   // portal unused once back. Its writes need no other portal (the fence uses the other paths').
-  // Unless it alone serves a LUN (task_handoff.h). Where it is now counts only then: a path
-  // that recovered elsewhere while it alone served a LUN goes home once it no longer does.
+  // Unless it alone serves a LUN (task_handoff.h).
   if (!options_.handoff || options_.handoff->MayRecoverElsewhere()) {
-    candidates.push_back(portal_);
     candidates.insert(candidates.end(), options_.alternate_portals.begin(),
                       options_.alternate_portals.end());
     MutexLock lock(&submit_mu_);
@@ -507,15 +523,15 @@ void Session::Recover() {
         replayed -= std::min(replayed, OfferMovable());
         // After a give-up, what no path took fails as the rest did.
         if (gave_up_) FailPending(RefusalAfterGiveUp());
-      } else if (gave_up_) {
-        // The fence the give-up kept them for did not come.
+      } else if (gave_up_ && Clock::now() >= fence_until_) {
+        // The fence the give-up kept them for did not come in time.
         FailPending(RefusalAfterGiveUp());
         EndUnfenced();
       }
     }
     if (!gave_up_ && Clock::now() >= give_up_at) {
       replayed -= std::min(replayed, OfferMovable());
-      GiveUp(FenceToCome());
+      GiveUp();
       replayed = 0;
       continue;
     }

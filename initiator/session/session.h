@@ -74,6 +74,9 @@ struct SessionStats {
   Portal current_portal;                          // the same, as an address and port
   std::optional<uint16_t> current_tpgt;           // its TargetPortalGroupTag
   std::string last_loss;                          // why the connection was last lost
+  // While recovering: when the losses it is still recovering from began (losses of connections
+  // that completed nothing count as one), which replacement_timeout counts from.
+  std::chrono::steady_clock::time_point recovering_since;
   std::string datamover;  // how the connection moves data (Datamover::Mechanism)
 };
 const char* SessionStateName(SessionStats::State state);
@@ -229,13 +232,10 @@ class Session final : public Executor, private DatamoverEvents {
   // ended, or never will (Close, or a give-up with no fence possible).
   void EndUnfenced();
   // Fails the tasks that end with their connection (Task::ends_with_connection) among those
-  // waiting for the next one, and in the submit queue.
-  void FailConnectionBound(const std::string& cause);
+  // waiting for the next one, and in the submit queue. Returns how many of them had been sent.
+  uint64_t FailConnectionBound(const std::string& cause);
   // Fails every task waiting for the next connection (after a give-up).
   void FailPending(const Status& why);
-  // Whether a give-up now keeps the sent writes for a fence: it is needed, and another path is
-  // logged in through a portal it could go by.
-  bool FenceToCome() const;
   // What submissions are refused with after a give-up.
   Status RefusalAfterGiveUp() const;
   // With a handoff: logs in with this session's ISID through a portal another path reaches (of
@@ -243,10 +243,10 @@ class Session final : public Executor, private DatamoverEvents {
   // that connection at once. True when a login did: the lost session's writes may then go by any
   // path (fenced_).
   bool Fence();
-  // I/O fails from now on. With `fence_to_come`, the sent writes stay, for the fence that
-  // Recover tries next: they may still run on the target, and failing them now would let the
-  // caller's next write of their blocks go by another path ahead of them.
-  void GiveUp(bool fence_to_come);
+  // I/O fails from now on. With a handoff, sent writes stay until fence_until_ for a fence that
+  // Recover tries every round: they may still run on the target, and failing them now would let
+  // the caller's next write of their blocks go by another path ahead of them.
+  void GiveUp();
   // Ends the recovery thread (Close); tasks it held are left for Close to fail.
   void StopRecovery();
 
@@ -372,6 +372,7 @@ class Session final : public Executor, private DatamoverEvents {
   // target may still run must not complete before it can no longer land: the caller's next
   // write of its blocks would go by another path at once.
   std::vector<Task*> unfenced_failures_;
+  Clock::time_point fence_until_;
   // An episode is the losses, one after the other, of connections that
   // completed nothing (an idle connection that lived long ends one): they share a
   // replacement_timeout and a growing back-off.

@@ -35,7 +35,9 @@ class RecordingHandoff : public TaskHandoff {
     return true;
   }
   void ConnectionChanged() override { ++changes; }
-  std::vector<Portal> ReachablePortals() override { return reachable; }
+  std::vector<Portal> ReachablePortals() override {
+    return reachable_now ? reachable : std::vector<Portal>{};
+  }
   bool MayRecoverElsewhere() override { return false; }
 
   bool Took(const Task* t) {
@@ -43,7 +45,8 @@ class RecordingHandoff : public TaskHandoff {
     return std::find(taken.begin(), taken.end(), t) != taken.end();
   }
 
-  std::vector<Portal> reachable;  // set before the session opens
+  std::vector<Portal> reachable;          // set before the session opens
+  std::atomic<bool> reachable_now{true};  // whether another path is logged in to them now
   std::atomic<bool> take{true};
   std::atomic<int> changes{0};
   std::mutex mu;
@@ -186,14 +189,20 @@ TEST_F(SessionHandoffTest, WithoutAReachablePortalASentWriteIsReplayedHere) {
 // could go by another path and be overwritten by it. Here by the reinstating login at its own
 // portal.
 TEST_F(SessionHandoffTest, AFailedSentWriteIsReportedOnlyOnceTheLostSessionHasEnded) {
-  Open(HandoffOptions());
+  SessionOptions o = HandoffOptions();
+  std::atomic<int> connects{0};
+  fake_.options().connect_result = [this, &connects](int n) {
+    connects = n;
+    return n == 1 || reconnect_ ? Status::OK() : Status::ConnectionFailed("refused (test)");
+  };
+  Open(o);
   TestTask& caw = NewWrite(4096);
   caw.task.cdb[0] = 0x89;  // COMPARE AND WRITE
   session_->Submit(&caw.task);
   ASSERT_EQ(TakeCommands().size(), 1u);
   LoseConnection();
-  ASSERT_TRUE(Eventually([&] { return handoff_.changes >= 1; }));
-  std::this_thread::sleep_for(milliseconds(100));
+  // A reconnect was tried: the recovery collected the task before it.
+  ASSERT_TRUE(Eventually([&] { return connects.load() >= 2; }));
   EXPECT_EQ(caw.completions, 0) << "failed while the target may still run it";
   reconnect_ = true;
   ASSERT_TRUE(Eventually([&] { return caw.completions.load() == 1; }))
@@ -222,10 +231,34 @@ TEST_F(SessionHandoffTest, GivingUpAtOnceStillHoldsASentWriteForTheFence) {
   ASSERT_EQ(TakeCommands().size(), 2u);
   LoseConnection();
   ASSERT_TRUE(Eventually([&] { return write.completions.load() == 1; }));
-  EXPECT_TRUE(handoff_.Took(&write.task)) << write.task.status.ToString();
-  EXPECT_TRUE(write.task.status.ok()) << write.task.status.ToString();
+  EXPECT_TRUE(handoff_.Took(&write.task)) << "failed: " << write.task.status.ToString();
   ASSERT_GE(fake_.logins().size(), 2u) << "no fence login";
   EXPECT_EQ(read.completions, 1);
+}
+
+// The same when no other path is logged in at the give-up, but one logs in soon after (two
+// paths lost in one blip): the write waits for that fence instead of failing at the give-up.
+TEST_F(SessionHandoffTest, AfterAGiveUpASentWriteWaitsForAPathThatComesBack) {
+  SessionOptions o = HandoffOptions();
+  o.replacement_timeout = milliseconds(0);
+  handoff_.reachable = {{"192.0.2.9", 3260}};
+  handoff_.reachable_now = false;
+  fake_.options().connect_result = [this](int n) {
+    return n == 1 || handoff_.reachable_now ? Status::OK()
+                                            : Status::ConnectionFailed("refused (test)");
+  };
+  Open(o);
+  TestTask& write = NewWrite(4096);
+  session_->Submit(&write.task);
+  ASSERT_EQ(TakeCommands().size(), 1u);
+  LoseConnection();
+  ASSERT_TRUE(Eventually([&] { return session_->stats().state == SessionStats::State::kFailed; }))
+      << "no give-up";
+  std::this_thread::sleep_for(milliseconds(300));
+  EXPECT_EQ(write.completions, 0) << "failed at the give-up: " << write.task.status.ToString();
+  handoff_.reachable_now = true;
+  ASSERT_TRUE(Eventually([&] { return write.completions.load() == 1; }));
+  EXPECT_TRUE(handoff_.Took(&write.task)) << "failed: " << write.task.status.ToString();
 }
 
 // A command that ends with its connection (a path set's probe of this path) fails with the loss
