@@ -59,7 +59,8 @@ nbd_start() {
   fi
   temp_dir NBD_DIR nbdkit
   NBD_SOCK=$NBD_DIR/sock
-  env "${NBD_ENV[@]}" timeout 600 nbdkit -f -U "$NBD_SOCK" -P "$NBD_DIR/pid" "${opts[@]}" \
+  # A bound on a hung test; a run meant to last longer (the soak) raises it with NBD_TIMEOUT.
+  env "${NBD_ENV[@]}" timeout "${NBD_TIMEOUT:-600}" nbdkit -f -U "$NBD_SOCK" -P "$NBD_DIR/pid" "${opts[@]}" \
     "$NBD_PLUGIN" "$@" 2>"$NBD_DIR/log" &
   NBD_PID=$!
   cleanup_push nbd_stop

@@ -321,7 +321,8 @@ if [[ $frontends == *fuse* ]]; then
 fi
 
 if [[ $frontends == *nbdkit* ]]; then
-  nbd_start "$URL"
+  # nbdkit must outlive the writers and their read-back (lib.sh bounds it at 600 s otherwise).
+  NBD_TIMEOUT=$((seconds + 600)) nbd_start "$URL"
   [ "$(timeout 60 nbdinfo --size "$(nbd_uri 1)")" = $((64 << 20)) ] ||
     fail "nbdkit does not serve LUN 1 (64 MiB): $(cat "$NBD_DIR/log")"
   soak_run nbdkit "$(nbd_uri 1)" "$NBD_DIR/log"
