@@ -66,6 +66,13 @@ bool ChangesNothing(const Task& t) {
   return false;
 }
 
+// The replay life of `t` among `lives` (Session::replay_lives_), or lives.end(): it was not sent
+// on the lost connection.
+template <typename Lives>
+auto LifeOf(Lives& lives, const Task* t) {
+  return std::find_if(lives.begin(), lives.end(), [t](const auto& l) { return l.task == t; });
+}
+
 const char* NotReplayable(const Task& t) {
   switch (t.cdb[0]) {
     case kCompareAndWrite:
@@ -275,8 +282,7 @@ uint64_t Session::FailConnectionBound(const std::string& cause) {
       if (!t->ends_with_connection) {
         Enqueue(t);
       } else {
-        const auto life = std::find_if(replay_lives_.begin(), replay_lives_.end(),
-                                       [t](const ReplayLife& l) { return l.task == t; });
+        const auto life = LifeOf(replay_lives_, t);
         if (life != replay_lives_.end()) {
           replay_lives_.erase(life);
           ++sent;
@@ -326,8 +332,7 @@ uint64_t Session::OfferMovable() {
   uint64_t sent_moved = 0;
   while (t) {
     Task* next = t->next;
-    const auto life = std::find_if(replay_lives_.begin(), replay_lives_.end(),
-                                   [t](const ReplayLife& l) { return l.task == t; });
+    const auto life = LifeOf(replay_lives_, t);
     const bool sent = life != replay_lives_.end();
     if (sent && !fenced_ && !ChangesNothing(*t)) {
       Enqueue(t);
@@ -390,23 +395,21 @@ void Session::GiveUp() {
       "gave up waiting for the session to " + Describe() + " after " + SecondsText(elapsed) +
           ": I/O now fails; still trying");
   FailQueue(submitted, why);
-  // A fence may still come: another path of the group logs in (or is logged in) within
-  // kFenceAfterGiveUp. Recover tries it every round until then.
-  const bool fence_to_come = options_.handoff && !fenced_ && HoldsSentWrites();
-  if (fence_to_come) fence_until_ = Clock::now() + kFenceAfterGiveUp;
-  if (!fence_to_come) {
+  if (!options_.handoff || fenced_ || !HoldsSentWrites()) {
     FailPending(why);
     // No fence will come: as on a lone session (docs/multipath.md, "What remains unsafe").
     EndUnfenced();
     return;
   }
+  // A fence may still come: another path of the group logs in (or is logged in) within
+  // kFenceAfterGiveUp. Recover tries it every round until then; the sent writes wait.
+  fence_until_ = Clock::now() + kFenceAfterGiveUp;
   Task* t = pending_head_;
   pending_head_ = pending_tail_ = nullptr;
   std::vector<ReplayLife> kept;
   while (t) {
     Task* next = t->next;
-    const auto life = std::find_if(replay_lives_.begin(), replay_lives_.end(),
-                                   [t](const ReplayLife& l) { return l.task == t; });
+    const auto life = LifeOf(replay_lives_, t);
     if (life != replay_lives_.end() && !ChangesNothing(*t)) {
       kept.push_back(*life);
       Enqueue(t);

@@ -61,6 +61,8 @@
 #include <thread>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 namespace {
 
 constexpr uint64_t kBlock = 4096;
@@ -509,23 +511,6 @@ int Usage(const std::string& why) {
   return 2;
 }
 
-std::string JsonString(const std::string& s) {
-  std::string out = "\"";
-  for (const char ch : s) {
-    if (ch == '"' || ch == '\\') {
-      out += '\\';
-      out += ch;
-    } else if (static_cast<unsigned char>(ch) < 0x20) {
-      char esc[8];
-      std::snprintf(esc, sizeof(esc), "\\u%04x", ch);
-      out += esc;
-    } else {
-      out += ch;
-    }
-  }
-  return out + "\"";
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -677,19 +662,32 @@ int main(int argc, char** argv) {
               sum.corrupt, sum.bogus, unchecked.c_str(), longest_ms, sum.longest_op, sum.longest_at,
               pause_ms, sum.longest_pause_at, o.seed);
   if (o.json) {
-    std::printf(
-        "{\"label\": %s, \"target\": %s, \"threads\": %d, \"seconds\": %.3f, "
-        "\"size\": %" PRIu64 ", \"seed\": %" PRIu64 ", \"writes\": %" PRIu64 ", \"reads\": %" PRIu64
-        ", \"errors\": %" PRIu64 ", \"blocks_written\": %" PRIu64
-        ", \"checked_on_the_way\": %" PRIu64 ", \"checked\": %" PRIu64 ", \"unchecked\": %" PRIu64
-        ", \"lost\": %" PRIu64 ", \"stale\": %" PRIu64 ", \"corrupt\": %" PRIu64
-        ", \"bogus\": %" PRIu64 ", \"bad\": %" PRIu64
-        ", \"longest_io_ms\": %.3f, \"longest_io_op\": \"%s\", "
-        "\"longest_io_at_s\": %.3f, \"longest_pause_ms\": %.3f, \"longest_pause_at_s\": %.3f}\n",
-        JsonString(o.label).c_str(), JsonString(o.target).c_str(), o.threads, write_seconds, o.size,
-        o.seed, sum.writes, sum.reads, sum.errors, run.written_blocks(), sum.checked_on_the_way,
-        sum.checked, sum.unchecked, sum.lost, sum.stale, sum.corrupt, sum.bogus, sum.bad(),
-        longest_ms, sum.longest_op, sum.longest_at, pause_ms, sum.longest_pause_at);
+    const nlohmann::ordered_json summary = {{"label", o.label},
+                                            {"target", o.target},
+                                            {"threads", o.threads},
+                                            {"seconds", write_seconds},
+                                            {"size", o.size},
+                                            {"seed", o.seed},
+                                            {"writes", sum.writes},
+                                            {"reads", sum.reads},
+                                            {"errors", sum.errors},
+                                            {"blocks_written", run.written_blocks()},
+                                            {"checked_on_the_way", sum.checked_on_the_way},
+                                            {"checked", sum.checked},
+                                            {"unchecked", sum.unchecked},
+                                            {"lost", sum.lost},
+                                            {"stale", sum.stale},
+                                            {"corrupt", sum.corrupt},
+                                            {"bogus", sum.bogus},
+                                            {"bad", sum.bad()},
+                                            {"longest_io_ms", longest_ms},
+                                            {"longest_io_op", sum.longest_op},
+                                            {"longest_io_at_s", sum.longest_at},
+                                            {"longest_pause_ms", pause_ms},
+                                            {"longest_pause_at_s", sum.longest_pause_at}};
+    // A label or path that is not UTF-8 must not cost the figures.
+    std::printf("%s\n",
+                summary.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
   }
   return sum.errors == 0 && sum.bad() == 0 && sum.unchecked == 0 ? 0 : 1;
 }
