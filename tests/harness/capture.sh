@@ -24,7 +24,7 @@ capture_start() {
   CAPTURE_PORT=$1
   CAPTURE_FILE=$2/cap.pcap
   local err=$2/tshark.err
-  requires tshark
+  requires tshark python3
   timeout 120 tshark -i lo -f "tcp port $CAPTURE_PORT" -w "$CAPTURE_FILE" 2>"$err" &
   CAPTURE_PID=$!
   cleanup_push capture_stop
@@ -32,13 +32,35 @@ capture_start() {
     fail "tshark did not start capturing within 10 s: $(cat "$err")"
 }
 
+# dumpcap reads the kernel's capture buffer a block at a time, and a stop drops the block it has
+# not read yet: on a loaded machine, a fixed wait lost every frame of a test (CI). So the stop
+# sends a marker, one connection attempt to the port from a known local port, after the test's
+# traffic, and waits until the marker is in the file: what came before it is there too.
 capture_stop() {
   [ -n "$CAPTURE_PID" ] || return 0
-  # The last frames may still be in flight on the loopback.
-  sleep 0.5
+  local marker
+  marker=$(python3 - "$CAPTURE_PORT" <<'PY'
+import socket, sys
+s = socket.socket()
+s.bind(("127.0.0.1", 0))
+print(s.getsockname()[1])
+try:
+    s.connect(("127.0.0.1", int(sys.argv[1])))
+except OSError:
+    pass
+s.close()
+PY
+)
+  wait_for --pid "$CAPTURE_PID" 30 capture_has_port "$marker" ||
+    echo "capture.sh: the marker (local port $marker) did not reach the capture within 30 s" >&2
   kill -INT "$CAPTURE_PID" 2>/dev/null || true
   wait "$CAPTURE_PID" 2>/dev/null || true
   CAPTURE_PID=
+}
+
+# The file is still being written: tshark may complain of a cut-short last frame.
+capture_has_port() {
+  [ -n "$(capture_decode -Y "tcp.port == $1")" ]
 }
 
 capture_decode() {
