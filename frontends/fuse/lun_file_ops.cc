@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "frontends/fuse/open_flags.h"
 #include "initiator/base/log.h"
 #include "initiator/block/lun_info.h"
 
@@ -147,6 +148,9 @@ void LunFileOpen(fuse_req_t req, const LunFile& f, const FileSystemConfig& confi
     fi->keep_cache = size.ok() && identity.ok() && KeepCachedPages(f, *identity, *size);
   }
   fi->noflush = 1;  // close() needs no round trip: durability is fsync's job
+  // Writes never extend a LUN file, so the kernel may run them side by side (open_flags.h): one
+  // write waiting for a path's recovery then holds only its own writer.
+  if (fi->direct_io) AllowParallelDirectWritesInNextReply();
   fuse_reply_open(req, fi);
 }
 

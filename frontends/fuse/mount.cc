@@ -14,6 +14,7 @@
 
 #include "frontends/fuse/block_file_system.h"
 #include "frontends/fuse/lun_files.h"
+#include "frontends/fuse/open_flags.h"
 #include "frontends/fuse/serving.h"
 #include "frontends/fuse/size_watch.h"
 #include "frontends/fuse/tree_server.h"
@@ -129,6 +130,13 @@ Status Serve(const MountOptions& o, const std::string& mountpoint, ReadyReporter
     fuse_session_destroy(se);
     FlushAndLogOut(**paths, fs.files(), read_only).IgnoreError();
     return Status::IoError("cannot mount on " + mountpoint + " (libfuse's reason is above)");
+  }
+  if (Status st = InstallOpenFlags(se); !st.ok()) {
+    fuse_session_unmount(se);
+    fuse_remove_signal_handlers(se);
+    fuse_session_destroy(se);
+    FlushAndLogOut(**paths, fs.files(), read_only).IgnoreError();
+    return st;
   }
   if (guard) guard->Arm();
   std::vector<std::string> names;

@@ -19,6 +19,7 @@
 
 #include "discovery/discovery.h"
 #include "frontends/fuse/lun_files.h"
+#include "frontends/fuse/open_flags.h"
 #include "frontends/fuse/session_daemon.h"
 #include "frontends/fuse/tree_file_system.h"
 #include "frontends/fuse/unmount_guard.h"
@@ -477,6 +478,12 @@ Status TreeServer::Serve(const std::vector<LoginSpec>& initial, ReadyReporter* r
     fuse_session_destroy(se_);
     RemoveAll().IgnoreError();
     return Status::IoError("cannot mount on " + o_.paths.root + " (libfuse's reason is above)");
+  }
+  if (Status st = InstallOpenFlags(se_); !st.ok()) {
+    fuse_session_unmount(se_);
+    fuse_session_destroy(se_);
+    RemoveAll().IgnoreError();
+    return st;
   }
   if (guard) guard->Arm();
   fs_.SetNotifySession(se_);
