@@ -20,6 +20,12 @@ CAPTURE_PID=
 CAPTURE_PORT=
 CAPTURE_FILE=
 
+# tshark says "Capturing on" when it starts dumpcap, which opens the interface later: on a loaded
+# machine a test's whole exchange ran in between and the capture held none of it (CI, twice). So
+# both ends of a capture are proven by markers, connection attempts to the port from addresses
+# no test's traffic comes from: the start sends one from 127.0.0.2 until the file shows it, the
+# stop one from 127.0.0.3 and waits until the file shows it, so that what was sent before is in
+# the file too (a fixed wait of 0.5 s did that before), each for up to 30 s.
 capture_start() {
   CAPTURE_PORT=$1
   CAPTURE_FILE=$2/cap.pcap
@@ -30,37 +36,37 @@ capture_start() {
   cleanup_push capture_stop
   wait_for --pid "$CAPTURE_PID" 10 grep -q Capturing "$err" ||
     fail "tshark did not start capturing within 10 s: $(cat "$err")"
+  capture_mark 127.0.0.2 || fail "the capture never showed its start marker: $(cat "$err")"
 }
 
-# dumpcap reads the kernel's capture buffer a block at a time, and a stop drops the block it has
-# not read yet: on a loaded machine, a fixed wait lost every frame of a test (CI). So the stop
-# sends a marker, one connection attempt to the port from a known local port, after the test's
-# traffic, and waits until the marker is in the file: what came before it is there too.
 capture_stop() {
   [ -n "$CAPTURE_PID" ] || return 0
-  local marker
-  marker=$(python3 - "$CAPTURE_PORT" <<'PY'
-import socket, sys
-s = socket.socket()
-s.bind(("127.0.0.1", 0))
-print(s.getsockname()[1])
-try:
-    s.connect(("127.0.0.1", int(sys.argv[1])))
-except OSError:
-    pass
-s.close()
-PY
-)
-  wait_for --pid "$CAPTURE_PID" 30 capture_has_port "$marker" ||
-    echo "capture.sh: the marker (local port $marker) did not reach the capture within 30 s" >&2
+  capture_mark 127.0.0.3 || echo "capture.sh: the stop marker did not reach the capture" >&2
   kill -INT "$CAPTURE_PID" 2>/dev/null || true
   wait "$CAPTURE_PID" 2>/dev/null || true
   CAPTURE_PID=
 }
 
-# The file is still being written: tshark may complain of a cut-short last frame.
-capture_has_port() {
-  [ -n "$(capture_decode -Y "tcp.port == $1")" ]
+# capture_mark ADDRESS: connection attempts to the port from ADDRESS until the capture file holds
+# one; status 1 after 30 s or once tshark has ended. The file is still being written: tshark may
+# complain of a cut-short last frame.
+capture_mark() {
+  local from=$1 end=$((SECONDS + 30))
+  while ((SECONDS < end)) && kill -0 "$CAPTURE_PID" 2>/dev/null; do
+    python3 - "$from" "$CAPTURE_PORT" <<'PY' || true
+import socket, sys
+s = socket.socket()
+s.bind((sys.argv[1], 0))
+try:
+    s.connect(("127.0.0.1", int(sys.argv[2])))
+except OSError:
+    pass
+s.close()
+PY
+    [ -z "$(capture_decode -Y "ip.addr == $from")" ] || return 0
+    sleep 0.2
+  done
+  return 1
 }
 
 capture_decode() {
