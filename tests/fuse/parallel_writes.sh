@@ -20,7 +20,10 @@ tgt_lun 2 1 16M
 WRITERS=8
 
 stopped=
+writer=
+# tgtd runs again and no writer is left behind, whatever failed.
 resume() {
+  if [ -n "$writer" ]; then kill -9 "$writer" 2>/dev/null || true; fi
   if [ -n "$stopped" ]; then kill -CONT "$TGT_PID" 2>/dev/null || true; fi
   stopped=
 }
@@ -34,25 +37,29 @@ unread_bytes() {
 all_sent() { [ "$(unread_bytes)" -ge $((WRITERS * 4096)) ]; }
 
 # parallel_writes FILE LUN_FILE: the 8 writes, all sent at once, then their blocks on the LUN.
-# The file is opened before tgtd stops: an open reads the LUN's capacity.
+# The writer opens the file before tgtd stops (an open reads the LUN's capacity), says so, and
+# writes once it sees tgtd stopped.
 parallel_writes() {
-  local file=$1 lun_file=$2 i writer
+  local file=$1 lun_file=$2 i
   for i in $(seq 0 $((WRITERS - 1))); do
     head -c 4096 /dev/urandom >"$FUSE_DIR/block.$i"
   done
-  stopped=1
   : >"$FUSE_DIR/writer.out"
   python3 - "$file" "$TGT_PID" "$FUSE_DIR" "$WRITERS" >"$FUSE_DIR/writer.out" 2>&1 <<'PY' &
-import mmap, os, signal, sys, threading
-path, tgt_pid, work, writers = sys.argv[1], int(sys.argv[2]), sys.argv[3], int(sys.argv[4])
+import mmap, os, sys, threading, time
+path, tgt_pid, work, writers = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
 fd = os.open(path, os.O_RDWR | os.O_DIRECT)
 blocks = []
 for i in range(writers):
     b = mmap.mmap(-1, 4096)  # page-aligned, as O_DIRECT needs
     b.write(open("%s/block.%d" % (work, i), "rb").read())
     blocks.append(b)
-os.kill(tgt_pid, signal.SIGSTOP)
-print("tgtd stopped", flush=True)
+print("open", flush=True)
+deadline = time.monotonic() + 30
+while open("/proc/%s/stat" % tgt_pid).read().rsplit(")", 1)[1].split()[0] != "T":
+    if time.monotonic() > deadline:
+        sys.exit("tgtd was not stopped within 30 s")
+    time.sleep(0.01)
 errors = []
 def write(i):
     try:
@@ -69,12 +76,16 @@ if errors:
     sys.exit("; ".join(errors))
 PY
   writer=$!
-  wait_for --pid "$writer" 20 grep -q "tgtd stopped" "$FUSE_DIR/writer.out" ||
-    fail "the writers did not start: $(cat "$FUSE_DIR/writer.out")"
+  wait_for --pid "$writer" 30 grep -q "^open" "$FUSE_DIR/writer.out" ||
+    fail "the writer did not open $file: $(cat "$FUSE_DIR/writer.out")"
+  stopped=1
+  kill -STOP "$TGT_PID"
   wait_for 20 all_sent ||
     fail "$file: tgtd was sent $(unread_bytes) bytes, not the $WRITERS direct writes at once"
-  resume
+  kill -CONT "$TGT_PID"
+  stopped=
   wait "$writer" || fail "writes to $file: $(cat "$FUSE_DIR/writer.out")"
+  writer=
   for i in $(seq 0 $((WRITERS - 1))); do
     cmp -n 4096 "$FUSE_DIR/block.$i" <(dd if="$lun_file" bs=4k skip=$((i * 2)) count=1 \
       status=none) || fail "block $((i * 2)) of $file is not on the LUN"
