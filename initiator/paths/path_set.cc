@@ -144,7 +144,9 @@ PathSet::~PathSet() {
 
 iser::Status PathSet::Close() {
   // Close may run on a control thread and again in the destructor.
-  if (closed_.exchange(true)) return Status::OK();
+  MutexLock close_lock(&close_mu_);
+  if (closed_) return close_result_;
+  closed_ = true;
   closing_ = true;
   {
     MutexLock lock(&checker_mu_);
@@ -167,6 +169,7 @@ iser::Status PathSet::Close() {
   if (checker_.joinable()) checker_.join();
   if (joiner_.joinable()) joiner_.join();
   close_sessions();
+  close_result_ = result;
   return result;
 }
 
@@ -470,12 +473,7 @@ iser::Status PathSet::ProbePath(uint32_t path, Lun* lun, bool identity) {
   if (!lun->alua) {
     lun->state[path].store(static_cast<uint8_t>(AluaState::kActiveOptimized));
   } else {
-    std::vector<uint8_t> buf(4096);
-    Task t;
-    scsi::ReportTargetPortGroups(t, buf.data(), static_cast<uint32_t>(buf.size()));
-    if (iser::Status st = scsi::Run(s, t, lun->lun); !st.ok()) return st;
-    buf.resize(TransferredBytes(t));
-    Result<scsi::TargetPortGroups> groups = scsi::ParseReportTargetPortGroups(buf);
+    Result<scsi::TargetPortGroups> groups = scsi::RunReportTargetPortGroups(s, lun->lun);
     if (!groups.ok()) return groups.status();
     for (const scsi::TargetPortGroup& g : groups->groups) {
       if (g.id != lun->port_group[path].load()) continue;

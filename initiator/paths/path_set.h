@@ -128,7 +128,8 @@ class PathSet final : public Executor {
   bool multipath() const { return multipath_; }
   // The portals of the paths that have not logged in since Open (they join when they can).
   std::vector<Portal> LeftOutPortals() const;
-  // Logs out of every path. Idempotent.
+  // Logs out of every path. Idempotent: a later or concurrent call returns once the first has
+  // finished, with its outcome.
   iser::Status Close();
 
  private:
@@ -236,7 +237,9 @@ class PathSet final : public Executor {
   std::atomic<uint64_t> alua_changes_seen_{0};
   bool owns_sessions_ = false;  // Open's sessions, not Of's
   bool multipath_ = false;      // Open asked for more than one path
-  std::atomic<bool> closed_{false};
+  Mutex close_mu_;
+  bool closed_ ISER_GUARDED_BY(close_mu_) = false;
+  iser::Status close_result_ ISER_GUARDED_BY(close_mu_);
   std::atomic<bool> closing_{false};
 };
 

@@ -1,5 +1,6 @@
 #include "initiator/scsi/run.h"
 
+#include <algorithm>
 #include <string>
 
 #include "initiator/scsi/commands.h"
@@ -20,6 +21,20 @@ Result<std::vector<uint8_t>> RunInquiry(Executor& executor, uint64_t lun,
   if (Status st = Run(executor, t, lun); !st.ok()) return st;
   buf.resize(TransferredBytes(t));
   return buf;
+}
+
+Result<TargetPortGroups> RunReportTargetPortGroups(Executor& executor, uint64_t lun) {
+  uint32_t alloc = 4096;
+  for (bool again = false;; again = true) {
+    std::vector<uint8_t> buf(alloc);
+    Task t;
+    ReportTargetPortGroups(t, buf.data(), alloc);
+    if (Status st = Run(executor, t, lun); !st.ok()) return st;
+    buf.resize(TransferredBytes(t));
+    Result<TargetPortGroups> groups = ParseReportTargetPortGroups(buf);
+    if (!groups.ok() || groups->needed_bytes <= alloc || again) return groups;
+    alloc = std::min(groups->needed_bytes, kMaxTargetPortGroupsBytes);
+  }
 }
 
 }  // namespace iser::scsi

@@ -266,6 +266,21 @@ TEST_F(MultipathAlua, NonOptimizedCarriesIoOnlyWhileTheOptimizedPathIsStandby) {
   EXPECT_EQ(b_->Counts().io_received, b_after.io_received) << "B carries I/O while A is optimized";
 }
 
+// More port groups than 4 KiB of REPORT TARGET PORT GROUPS holds: 600 without ports (8 bytes
+// each) come before the LU's own two, so both ports' groups are past the first 4 KiB. The set
+// asks again with the length the target announced and finds B non-optimized.
+TEST_F(MultipathAlua, PortGroupsPastTheFirst4KiBAreRead) {
+  for (uint16_t g = 100; g < 700; ++g) alua_->Set(g, AluaState::kUnavailable, false);
+  alua_->Set(2, AluaState::kActiveNonOptimized);
+  StartPorts();
+  ASSERT_NO_FATAL_FAILURE(Open());
+  EXPECT_EQ(StateOf(1), "active/optimized");
+  EXPECT_EQ(StateOf(2), "active/non-optimized");
+  EXPECT_GE(b_->Counts().report_target_port_groups, 2u) << "4 KiB, then all of it";
+  ASSERT_TRUE(Rounds(20).ok());
+  EXPECT_EQ(b_->Counts().io_received, 0u) << "B is non-optimized while A is optimized";
+}
+
 // B starts standby, then goes unavailable, offline, transitioning and standby again (each change
 // announced by 2A/06): the set learns each state, A carries every READ and WRITE, and B is asked
 // nothing but INQUIRY and REPORT TARGET PORT GROUPS.
