@@ -14,7 +14,6 @@
 
 #include "frontends/fuse/block_file_system.h"
 #include "frontends/fuse/lun_files.h"
-#include "frontends/fuse/open_flags.h"
 #include "frontends/fuse/serving.h"
 #include "frontends/fuse/size_watch.h"
 #include "frontends/fuse/tree_server.h"
@@ -125,14 +124,7 @@ Status Serve(const MountOptions& o, const std::string& mountpoint, ReadyReporter
   }
   fuse_set_signal_handlers(se);
   blocked.Unblock();
-  if (fuse_session_mount(se, mountpoint.c_str()) != 0) {
-    fuse_remove_signal_handlers(se);
-    fuse_session_destroy(se);
-    FlushAndLogOut(**paths, fs.files(), read_only).IgnoreError();
-    return Status::IoError("cannot mount on " + mountpoint + " (libfuse's reason is above)");
-  }
-  if (Status st = InstallOpenFlags(se); !st.ok()) {
-    fuse_session_unmount(se);
+  if (Status st = MountFuseSession(se, mountpoint); !st.ok()) {
     fuse_remove_signal_handlers(se);
     fuse_session_destroy(se);
     FlushAndLogOut(**paths, fs.files(), read_only).IgnoreError();

@@ -11,6 +11,7 @@
 #include <cstring>
 
 #include "frontends/fuse/lun_file_ops.h"
+#include "frontends/fuse/open_flags.h"
 #include "initiator/base/log.h"
 #include "sessions/holder.h"
 
@@ -92,6 +93,15 @@ void IgnoreShutdownSignals() {
 void EndFuseLoop(fuse_session* se, pthread_t loop_thread) {
   fuse_session_exit(se);
   pthread_kill(loop_thread, SIGTERM);
+}
+
+Status MountFuseSession(fuse_session* se, const std::string& mountpoint) {
+  if (fuse_session_mount(se, mountpoint.c_str()) != 0) {
+    return Status::IoError("cannot mount on " + mountpoint + " (libfuse's reason is above)");
+  }
+  Status st = InstallOpenFlags(se);
+  if (!st.ok()) fuse_session_unmount(se);
+  return st;
 }
 
 Status RunFuseLoop(fuse_session* se, unsigned max_threads) {

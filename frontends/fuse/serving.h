@@ -57,6 +57,8 @@ class ShutdownSignalsBlocked {
 void IgnoreShutdownSignals();
 
 // libfuse's multi-threaded loop until the session exits (unmount or signal).
+// fuse_session_mount, then InstallOpenFlags (open_flags.h); unmounted again if the second fails.
+Status MountFuseSession(fuse_session* se, const std::string& mountpoint);
 Status RunFuseLoop(fuse_session* se, unsigned max_threads);
 // Ends RunFuseLoop on loop_thread from another thread: its wait is interrupted by the signal
 // libfuse handles there (a holder's last logout).

@@ -19,7 +19,6 @@
 
 #include "discovery/discovery.h"
 #include "frontends/fuse/lun_files.h"
-#include "frontends/fuse/open_flags.h"
 #include "frontends/fuse/session_daemon.h"
 #include "frontends/fuse/tree_file_system.h"
 #include "frontends/fuse/unmount_guard.h"
@@ -474,13 +473,7 @@ Status TreeServer::Serve(const std::vector<LoginSpec>& initial, ReadyReporter* r
     RemoveAll().IgnoreError();
     return Status::InvalidArgument("libfuse refused the mount options (see above)");
   }
-  if (fuse_session_mount(se_, o_.paths.root.c_str()) != 0) {
-    fuse_session_destroy(se_);
-    RemoveAll().IgnoreError();
-    return Status::IoError("cannot mount on " + o_.paths.root + " (libfuse's reason is above)");
-  }
-  if (Status st = InstallOpenFlags(se_); !st.ok()) {
-    fuse_session_unmount(se_);
+  if (Status st = MountFuseSession(se_, o_.paths.root); !st.ok()) {
     fuse_session_destroy(se_);
     RemoveAll().IgnoreError();
     return st;

@@ -23,18 +23,26 @@ Result<std::vector<uint8_t>> RunInquiry(Executor& executor, uint64_t lun,
   return buf;
 }
 
+namespace {
+
+Result<TargetPortGroups> ReportTargetPortGroupsOnce(Executor& executor, uint64_t lun,
+                                                    uint32_t alloc) {
+  std::vector<uint8_t> buf(alloc);
+  Task t;
+  ReportTargetPortGroups(t, buf.data(), alloc);
+  if (Status st = Run(executor, t, lun); !st.ok()) return st;
+  buf.resize(TransferredBytes(t));
+  return ParseReportTargetPortGroups(buf);
+}
+
+}  // namespace
+
 Result<TargetPortGroups> RunReportTargetPortGroups(Executor& executor, uint64_t lun) {
-  uint32_t alloc = 4096;
-  for (bool again = false;; again = true) {
-    std::vector<uint8_t> buf(alloc);
-    Task t;
-    ReportTargetPortGroups(t, buf.data(), alloc);
-    if (Status st = Run(executor, t, lun); !st.ok()) return st;
-    buf.resize(TransferredBytes(t));
-    Result<TargetPortGroups> groups = ParseReportTargetPortGroups(buf);
-    if (!groups.ok() || groups->needed_bytes <= alloc || again) return groups;
-    alloc = std::min(groups->needed_bytes, kMaxTargetPortGroupsBytes);
-  }
+  constexpr uint32_t kFirstAlloc = 4096;
+  Result<TargetPortGroups> groups = ReportTargetPortGroupsOnce(executor, lun, kFirstAlloc);
+  if (!groups.ok() || groups->needed_bytes <= kFirstAlloc) return groups;
+  return ReportTargetPortGroupsOnce(executor, lun,
+                                    std::min(groups->needed_bytes, kMaxTargetPortGroupsBytes));
 }
 
 }  // namespace iser::scsi
